@@ -1,0 +1,19 @@
+# Warnings for host and CUDA code; MPB_WERROR makes them errors (CI sets it).
+# No fast-math anywhere: the numerics are bit-exact by design.
+function(mpb_set_warnings target)
+  set(host_warnings -Wall -Wextra -Wpedantic -Wshadow -Wno-unknown-pragmas)
+  set(cuda_host_warnings -Wall,-Wextra,-Wno-unknown-pragmas)
+  if(MPB_WERROR)
+    list(APPEND host_warnings -Werror)
+    set(cuda_host_warnings "${cuda_host_warnings},-Werror")
+  endif()
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${host_warnings}>)
+  if(MPB_HAVE_CUDA)
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${cuda_host_warnings}>
+      $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings>)
+  endif()
+  if(MPB_NATIVE)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+  endif()
+endfunction()

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what mpbench needs on a fresh Debian/Ubuntu machine, from Debian's packages only.
+# Skips apt entirely when everything is already present, so re-running it is cheap.
+set -euo pipefail
+
+packages=(
+  build-essential cmake git pkg-config
+  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libdnnl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-torch
+  chromium
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "install_deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install_deps: all packages present"
+fi
