@@ -1,0 +1,198 @@
+// The Device interface: memory, copies, timing and every numeric op the models
+// use. Models and the trainer only ever call these; the CPU and CUDA backends
+// implement them over the same scalar cores (ops/*.h), which is what lets the
+// CPU tests prove the math the GPU runs.
+//
+// Conventions
+// - Row-major everywhere. A linear layer's weight is [out, in] (as in PyTorch).
+// - Element-wise ops read any float dtype, compute in fp32, and write the
+//   destination's dtype (rounding to nearest even).
+// - GradMode::Overwrite writes a gradient, GradMode::Accumulate adds to it
+//   (gradient accumulation across micro-batches).
+// - Ops are asynchronous on asynchronous backends; functions returning host
+//   values (sums, counts) synchronise.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/memory_tracker.h"
+#include "core/tensor.h"
+
+namespace mpb {
+
+class Device;
+
+// Owning device allocation (RAII, move-only). Frees through its device.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device* device, Tensor view, MemCategory category, size_t bytes)
+      : device_(device), view_(view), category_(category), bytes_(bytes) {}
+  ~DeviceBuffer() { release(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  const Tensor& tensor() const { return view_; }
+  operator const Tensor&() const { return view_; }  // NOLINT: a buffer is usable as its view
+  MemCategory category() const { return category_; }
+  size_t bytes() const { return bytes_; }
+  bool empty() const { return view_.data == nullptr; }
+  void release();
+
+ private:
+  Device* device_ = nullptr;
+  Tensor view_;
+  MemCategory category_ = MemCategory::Workspace;
+  size_t bytes_ = 0;
+};
+
+// Measures elapsed device time between start() and stop() (CUDA events on the
+// GPU, a steady clock after the work completes on the CPU).
+class DeviceTimer {
+ public:
+  virtual ~DeviceTimer() = default;
+  virtual void start() = 0;
+  virtual void stop() = 0;
+  virtual double elapsed_ms() = 0;  // waits for stop() to complete
+};
+
+enum class GradMode { Overwrite, Accumulate };
+enum class Activation { Relu, Gelu };  // Gelu: tanh approximation everywhere (matches cuBLASLt's epilogue)
+
+// How a GEMM computes. Operand dtypes must match: F32/TF32 take fp32 operands,
+// F16/BF16 take 2-byte operands; accumulation is always fp32.
+enum class GemmCompute { F32, TF32, F16, BF16 };
+const char* gemm_compute_name(GemmCompute c);  // "fp32", "tf32", "fp16", "bf16"
+
+enum class Epilogue { None, Bias, BiasRelu, BiasGelu };
+
+struct GemmArgs {
+  // C[m,n] = alpha * op(A)[m,k] . op(B)[k,n] + beta * C, then the epilogue.
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;  // A stored [k,m] / B stored [n,k] when transposed
+  Tensor a, b, c;
+  float alpha = 1.0f;
+  float beta = 0.0f;  // 0: overwrite C; 1: accumulate into C
+  GemmCompute compute = GemmCompute::F32;
+  Epilogue epilogue = Epilogue::None;
+  Tensor bias;     // [n] fp32, for Bias* epilogues
+  Tensor pre_act;  // optional [m,n]: receives C before the activation (for backward)
+};
+
+struct AdamWHyper {
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t step;  // 1-based, for bias correction
+};
+struct SgdHyper {
+  float lr, momentum, weight_decay;
+};
+
+// Per-tensor statistics for the numerics-health probes and gradient norms.
+struct TensorStats {
+  double sum_squares = 0.0;
+  int64_t nonfinite = 0;  // inf or NaN elements
+};
+
+// Magnitude exponents: bins[i] counts finite non-zero x with
+// floor(log2|x|) == lo + i (values below lo land in bin 0, above in the last).
+struct ExponentHistogram {
+  int lo = 0;
+  std::vector<int64_t> bins;
+  int64_t zeros = 0, nonfinite = 0, total = 0;
+};
+
+struct DeviceInfo {
+  std::string kind;  // "cpu" | "cuda"
+  std::string name;  // CPU model or GPU name
+  int cores = 0;     // CPU threads used / GPU SMs
+  // For CUDA: compute capability, memory, runtime/driver/library versions.
+  std::optional<std::string> compute_capability;
+  size_t memory_bytes = 0;
+  std::vector<std::pair<std::string, std::string>> versions;  // library -> version
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceInfo& info() const = 0;
+
+  // --- memory -------------------------------------------------------------
+  DeviceBuffer alloc(Shape shape, DType dtype, MemCategory category);
+  MemoryTracker& memory() { return tracker_; }
+  virtual void upload(const Tensor& dst, const void* host_src) = 0;  // dst.bytes() bytes
+  virtual void download(void* host_dst, const Tensor& src) = 0;
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;  // same dtype and numel
+
+  // --- timing ---------------------------------------------------------------
+  virtual void synchronize() = 0;
+  virtual std::unique_ptr<DeviceTimer> make_timer() = 0;
+
+  // --- GEMM -----------------------------------------------------------------
+  virtual void gemm(const GemmArgs& args) = 0;
+  // "native" when the hardware computes this mode, "emulated" when operands are
+  // rounded to the format and multiplied in fp32 (what tensor cores compute),
+  // "unsupported" when this device can't run it.
+  virtual std::string gemm_support(GemmCompute c) const = 0;
+
+  // --- element-wise ----------------------------------------------------------
+  virtual void fill(const Tensor& t, float value) = 0;
+  virtual void cast(const Tensor& dst, const Tensor& src) = 0;  // any float dtypes, same numel
+  virtual void scale(const Tensor& t, float factor) = 0;        // in place
+  // y[r,:] += bias for every row r (bias fp32 [cols]).
+  virtual void add_bias(const Tensor& y, const Tensor& bias) = 0;
+  virtual void activation_forward(Activation act, const Tensor& out, const Tensor& in) = 0;
+  // din = dout * act'(pre_act)
+  virtual void activation_backward(Activation act, const Tensor& din, const Tensor& dout, const Tensor& pre_act) = 0;
+  // db[c] (+)= sum over rows of dy[r,c]; db fp32.
+  virtual void bias_grad(const Tensor& db, const Tensor& dy, GradMode mode) = 0;
+
+  // --- losses ----------------------------------------------------------------
+  // Softmax cross-entropy over rows of logits [B,C] with int32 labels [B].
+  // Unfused: forward writes probs [B,C] fp32 and returns the summed loss;
+  // backward writes dlogits = (probs - onehot) * grad_scale.
+  virtual double softmax_xent_forward(const Tensor& probs, const Tensor& logits, const Tensor& labels) = 0;
+  virtual void softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
+                                     float grad_scale) = 0;
+  // Fused: one pass per row computes the loss and dlogits; no probs buffer.
+  virtual double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
+                                    float grad_scale) = 0;
+  // Number of rows whose argmax equals the label.
+  virtual int64_t count_correct(const Tensor& logits, const Tensor& labels) = 0;
+
+  // --- reductions ------------------------------------------------------------
+  virtual TensorStats stats(const Tensor& t) = 0;
+  virtual ExponentHistogram exponent_histogram(const Tensor& t, int lo, int nbins) = 0;
+
+  // --- optimizers (fp32 master weights and state) ------------------------------
+  // grads are multiplied by grad_scale first (unscaling and clipping folded
+  // in). fused: one pass per element over (param, grad, m, v); unfused: one
+  // pass per update equation, as a framework without a fused optimizer runs.
+  // Both give bit-identical results (same per-element arithmetic).
+  virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                          const AdamWHyper& h, float grad_scale, bool fused) = 0;
+  virtual void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
+                        float grad_scale) = 0;
+
+ protected:
+  friend class DeviceBuffer;
+  virtual void* raw_alloc(size_t bytes) = 0;
+  virtual void raw_free(void* ptr) = 0;
+
+ private:
+  MemoryTracker tracker_;
+};
+
+// Thrown when a device can't be created or an op fails (with the reason).
+class DeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace mpb

@@ -1,0 +1,40 @@
+// Optimizer update rules for one element: the scalar core shared by the CPU
+// and CUDA optimizers. fp32 master weights and state throughout.
+#pragma once
+
+#include <cmath>
+
+#include "ops/scalar.h"
+
+namespace mpb::scalar {
+
+// Per-step constants of AdamW (Loshchilov & Hutter; PyTorch torch.optim.AdamW):
+// decoupled weight decay p *= 1 - lr*wd, then the bias-corrected Adam step.
+struct AdamWStep {
+  float lr, beta1, beta2, eps, decay;  // decay = 1 - lr * weight_decay
+  float bias1, bias2_sqrt;             // 1 - beta1^t, sqrt(1 - beta2^t)
+};
+
+MPB_HD inline void adamw_moments(float g, float& m, float& v, const AdamWStep& s) {
+  m = s.beta1 * m + (1.0f - s.beta1) * g;
+  v = s.beta2 * v + (1.0f - s.beta2) * g * g;
+}
+
+MPB_HD inline void adamw_param(float& p, float m, float v, const AdamWStep& s) {
+  // PyTorch: denom = sqrt(v)/sqrt(1-beta2^t) + eps; p -= lr/(1-beta1^t) * m/denom
+  float denom = sqrtf(v) / s.bias2_sqrt + s.eps;
+  p = p * s.decay - (s.lr / s.bias1) * (m / denom);
+}
+
+// SGD with momentum and coupled weight decay (torch.optim.SGD, dampening 0).
+struct SgdStep {
+  float lr, momentum, weight_decay;
+};
+
+MPB_HD inline void sgd_update(float& p, float g, float& buf, const SgdStep& s) {
+  g = g + s.weight_decay * p;
+  buf = s.momentum * buf + g;
+  p = p - s.lr * buf;
+}
+
+}  // namespace mpb::scalar
