@@ -1,0 +1,239 @@
+#include "models/mlp.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/rng.h"
+
+namespace mpb {
+
+namespace {
+
+struct Layer {
+  int in = 0, out = 0;
+  bool hidden = true;  // followed by the activation
+  Tensor w, b;         // fp32 master views   [out,in], [out]
+  Tensor dw, db;       // fp32 gradient views
+  Tensor wc;           // the weight the GEMMs read (compute dtype)
+  DeviceBuffer pre;    // [B,out] pre-activation (hidden) or logits (last)
+  DeviceBuffer act;    // [B,out] activation output (hidden only)
+};
+
+class Mlp final : public Model {
+ public:
+  Mlp(Device& dev, const MlpConfig& cfg, const PrecisionPolicy& policy, int64_t micro, uint64_t seed)
+      : dev_(dev), cfg_(cfg), pol_(policy), B_(micro) {
+    // Layer dims: input -> width x hidden_layers -> classes.
+    int prev = cfg.input_dim;
+    int64_t offset = 0;
+    for (int l = 0; l <= cfg.hidden_layers; ++l) {
+      Layer L;
+      L.in = prev;
+      L.hidden = l < cfg.hidden_layers;
+      L.out = L.hidden ? cfg.width : cfg.classes;
+      std::string name = "layers." + std::to_string(l);
+      info_.push_back({name + ".weight", Shape{L.out, L.in}, offset});
+      offset += int64_t{L.out} * L.in;
+      info_.push_back({name + ".bias", Shape{L.out}, offset});
+      offset += L.out;
+      layers_.push_back(std::move(L));
+      prev = layers_.back().out;
+    }
+    params_ = dev.alloc(Shape{offset}, DType::F32, MemCategory::Params);
+    grads_ = dev.alloc(Shape{offset}, DType::F32, MemCategory::Grads);
+    const bool separate_compute_copy = pol_.param != DType::F32;
+    if (separate_compute_copy) compute_w_ = dev.alloc(Shape{offset}, pol_.param, MemCategory::Params);
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      Layer& L = layers_[l];
+      const ParamInfo& wi = info_[2 * l];
+      const ParamInfo& bi = info_[2 * l + 1];
+      L.w = params_.tensor().flat_slice(wi.offset, wi.shape.numel()).reshaped(wi.shape);
+      L.b = params_.tensor().flat_slice(bi.offset, bi.shape.numel());
+      L.dw = grads_.tensor().flat_slice(wi.offset, wi.shape.numel()).reshaped(wi.shape);
+      L.db = grads_.tensor().flat_slice(bi.offset, bi.shape.numel());
+      L.wc = separate_compute_copy ? compute_w_.tensor().flat_slice(wi.offset, wi.shape.numel()).reshaped(wi.shape)
+                                   : L.w;
+      L.pre = dev.alloc(Shape{B_, L.out}, L.hidden ? pol_.compute : pol_.output, MemCategory::Activations);
+      if (L.hidden) L.act = dev.alloc(Shape{B_, L.out}, pol_.compute, MemCategory::Activations);
+    }
+    x_c_ = dev.alloc(Shape{B_, cfg.input_dim}, pol_.compute, MemCategory::Activations);
+    dlogits_ = dev.alloc(Shape{B_, cfg.classes}, pol_.compute, MemCategory::Activations);
+    if (!cfg.fused) probs_ = dev.alloc(Shape{B_, cfg.classes}, DType::F32, MemCategory::Activations);
+    if (cfg.hidden_layers > 0)
+      for (auto& g : dh_) g = dev.alloc(Shape{B_, cfg.width}, pol_.compute, MemCategory::Activations);
+    init_params(seed);
+  }
+
+  std::string describe() const override {
+    return "mlp " + std::to_string(cfg_.input_dim) + "-(" + std::to_string(cfg_.width) + "x" +
+           std::to_string(cfg_.hidden_layers) + ")-" + std::to_string(cfg_.classes);
+  }
+  const std::vector<ParamInfo>& param_info() const override { return info_; }
+  Tensor params() override { return params_.tensor(); }
+  Tensor grads() override { return grads_.tensor(); }
+  int64_t micro_batch() const override { return B_; }
+
+  void load_compute_weights() override {
+    if (!compute_w_.empty()) dev_.cast(compute_w_.tensor(), params_.tensor());
+  }
+
+  double train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) override {
+    const Tensor& logits = forward(x);
+    double loss;
+    if (cfg_.fused) {
+      loss = dev_.softmax_xent_fused(dlogits_, logits, y, grad_scale);
+    } else {
+      loss = dev_.softmax_xent_forward(probs_, logits, y);
+      dev_.softmax_xent_backward(dlogits_, probs_, y, grad_scale);
+    }
+    backward(mode);
+    return loss;
+  }
+
+  EvalSums eval_micro(const Tensor& x, const Tensor& y) override {
+    const Tensor& logits = forward(x);
+    EvalSums s;
+    // The probs buffer (unfused) or dlogits (fused) is scratch here; the
+    // gradient scale is irrelevant because nothing is backpropagated.
+    s.loss_sum = cfg_.fused ? dev_.softmax_xent_fused(dlogits_, logits, y, 0.0f)
+                            : dev_.softmax_xent_forward(probs_, logits, y);
+    s.correct = dev_.count_correct(logits, y);
+    s.count = x.rows();
+    return s;
+  }
+
+  double train_flops_per_sample() const override {
+    double f = 0.0;
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      double mac = double(layers_[l].in) * layers_[l].out;
+      f += 2 * mac /*forward*/ + 2 * mac /*dW*/ + (l > 0 ? 2 * mac /*dX*/ : 0.0);
+    }
+    return f;
+  }
+
+ private:
+  // PyTorch nn.Linear's default init: U(-1/sqrt(in), 1/sqrt(in)) for weight
+  // and bias (kaiming_uniform with a = sqrt(5)), times init_scale.
+  void init_params(uint64_t seed) {
+    std::vector<float> host(static_cast<size_t>(params_.tensor().numel()));
+    Rng rng(Rng::stream_seed(seed, 0x1417));
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      double bound = cfg_.init_scale / std::sqrt(double(layers_[l].in));
+      for (int p = 0; p < 2; ++p) {
+        const ParamInfo& pi = info_[2 * l + p];
+        for (int64_t i = 0; i < pi.shape.numel(); ++i)
+          host[static_cast<size_t>(pi.offset + i)] = static_cast<float>(rng.uniform(-bound, bound));
+      }
+    }
+    dev_.upload(params_.tensor(), host.data());
+    load_compute_weights();
+  }
+
+  GemmArgs linear_args(const Tensor& in, const Layer& L, const Tensor& out) const {
+    GemmArgs g;  // out[B,out] = in[B,in] . W^T
+    g.m = in.rows();
+    g.n = L.out;
+    g.k = L.in;
+    g.a = in;
+    g.b = L.wc;
+    g.trans_b = true;
+    g.c = out;
+    g.compute = pol_.gemm;
+    return g;
+  }
+
+  const Tensor& forward(const Tensor& x) {
+    dev_.cast(x_c_.tensor().reshaped(x.shape), x);
+    const int64_t b = x.rows();
+    Tensor in = x_c_.tensor().row_slice(0, b);
+    for (Layer& L : layers_) {
+      Tensor pre = L.pre.tensor().row_slice(0, b);
+      GemmArgs g = linear_args(in, L, pre);
+      if (!L.hidden) {
+        if (cfg_.fused) {
+          g.epilogue = Epilogue::Bias;
+          g.bias = L.b;
+          dev_.gemm(g);
+        } else {
+          dev_.gemm(g);
+          dev_.add_bias(pre, L.b);
+        }
+        logits_ = pre;
+        break;
+      }
+      Tensor act = L.act.tensor().row_slice(0, b);
+      if (cfg_.fused) {
+        g.c = act;
+        g.pre_act = pre;
+        g.epilogue = cfg_.activation == Activation::Gelu ? Epilogue::BiasGelu : Epilogue::BiasRelu;
+        g.bias = L.b;
+        dev_.gemm(g);
+      } else {
+        dev_.gemm(g);
+        dev_.add_bias(pre, L.b);
+        dev_.activation_forward(cfg_.activation, act, pre);
+      }
+      in = act;
+    }
+    return logits_;
+  }
+
+  void backward(GradMode mode) {
+    const int64_t b = logits_.rows();
+    Tensor dy = dlogits_.tensor().row_slice(0, b);  // gradient wrt this layer's pre-activation output
+    int ping = 0;
+    for (size_t li = layers_.size(); li-- > 0;) {
+      Layer& L = layers_[li];
+      Tensor in = li == 0 ? x_c_.tensor().row_slice(0, b) : layers_[li - 1].act.tensor().row_slice(0, b);
+      // dW[out,in] (+)= dy^T . in, written in fp32 (fp32 accumulation, no rounding to half)
+      GemmArgs gw;
+      gw.m = L.out;
+      gw.n = L.in;
+      gw.k = b;
+      gw.trans_a = true;
+      gw.a = dy;
+      gw.b = in;
+      gw.c = L.dw;
+      gw.beta = mode == GradMode::Accumulate ? 1.0f : 0.0f;
+      gw.compute = pol_.gemm;
+      dev_.gemm(gw);
+      dev_.bias_grad(L.db, dy, mode);
+      if (li == 0) break;  // no gradient wrt the input data
+      // dx[B,in] = dy . W, then through the previous layer's activation.
+      Layer& P = layers_[li - 1];
+      Tensor dx = dh_[ping].tensor().row_slice(0, b);
+      GemmArgs gx;
+      gx.m = b;
+      gx.n = L.in;
+      gx.k = L.out;
+      gx.a = dy;
+      gx.b = L.wc;
+      gx.c = dx;
+      gx.compute = pol_.gemm;
+      dev_.gemm(gx);
+      dev_.activation_backward(cfg_.activation, dx, dx, P.pre.tensor().row_slice(0, b));
+      dy = dx;
+      ping ^= 1;
+    }
+  }
+
+  Device& dev_;
+  MlpConfig cfg_;
+  PrecisionPolicy pol_;
+  int64_t B_;
+  std::vector<ParamInfo> info_;
+  std::vector<Layer> layers_;
+  DeviceBuffer params_, grads_, compute_w_;
+  DeviceBuffer x_c_, dlogits_, probs_;
+  DeviceBuffer dh_[2];
+  Tensor logits_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_mlp(Device& dev, const MlpConfig& cfg, const PrecisionPolicy& policy,
+                                int64_t micro_batch, uint64_t seed) {
+  return std::make_unique<Mlp>(dev, cfg, policy, micro_batch, seed);
+}
+
+}  // namespace mpb

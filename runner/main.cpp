@@ -1,0 +1,52 @@
+// runner FILE.yaml [--out DIR] [--device cpu|cuda|auto] [--filter EXPR] [--dry-run] [--resume]
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <exception>
+
+#include "core/device.h"
+#include "runner/config.h"
+#include "runner/run_experiment.h"
+
+namespace {
+void on_sigint(int) { mpb::g_interrupted = true; }
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mpbench runner: trains every cell of an experiment matrix and records speed, memory and convergence"};
+  std::string file;
+  mpb::RunOptions opt;
+  app.add_option("file", file, "experiment YAML (see docs/CONFIG.md)")->required();
+  app.add_option("--out", opt.out_dir, "results root; files go to <out>/<experiment name>/")->default_val("results");
+  app.add_option("--device", opt.device, "cpu, cuda or auto (default: the file's device, else auto)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_option("--filter", opt.filter, "run only cells matching key=value[,key=value...]");
+  app.add_flag("--dry-run", opt.dry_run, "list the expanded cells and exit");
+  app.add_flag("--resume", opt.resume, "skip cells whose results already exist with the same config");
+  app.add_flag("--quiet", opt.quiet, "no progress lines or table");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  mpb::ExperimentConfig exp;
+  try {
+    exp = mpb::load_experiment(file);
+  } catch (const mpb::ConfigError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  std::signal(SIGINT, on_sigint);
+  std::signal(SIGTERM, on_sigint);
+  try {
+    return mpb::run_experiment(exp, opt);
+  } catch (const mpb::DeviceError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,130 @@
+#include "runner/manifest.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "runner/atomic_file.h"
+
+#ifndef MPB_VERSION
+#define MPB_VERSION "dev"
+#endif
+#ifndef MPB_GIT_COMMIT
+#define MPB_GIT_COMMIT "unknown"
+#endif
+#ifndef MPB_YAML_CPP_VERSION
+#define MPB_YAML_CPP_VERSION "unknown"
+#endif
+#ifndef MPB_COMPILER
+#define MPB_COMPILER "unknown"
+#endif
+
+namespace mpb {
+
+namespace {
+
+std::string cpuinfo_field(const std::string& key) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0) {
+      auto pos = line.find(':');
+      if (pos != std::string::npos) return line.substr(pos + 2);
+    }
+  return "";
+}
+
+std::string os_pretty_name() {
+  std::ifstream in("/etc/os-release");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("PRETTY_NAME=", 0) == 0) {
+      std::string v = line.substr(12);
+      if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
+      return v;
+    }
+  return "unknown";
+}
+
+}  // namespace
+
+std::string utc_now_iso8601() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+nlohmann::json machine_json() {
+  nlohmann::json m;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  m["hostname"] = host;
+  m["cpu_model"] = cpuinfo_field("model name");
+  m["cores"] = std::thread::hardware_concurrency();
+  // The flags that decide which precisions run natively.
+  std::set<std::string> wanted{"avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile"};
+  std::istringstream flags(cpuinfo_field("flags"));
+  nlohmann::json have = nlohmann::json::array();
+  for (std::string f; flags >> f;)
+    if (wanted.count(f)) have.push_back(f);
+  m["cpu_flags"] = have;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  m["memory_bytes"] = pages > 0 && page > 0 ? static_cast<long long>(pages) * page : 0;
+  m["os"] = os_pretty_name();
+  utsname u{};
+  m["kernel"] = uname(&u) == 0 ? std::string(u.release) : "unknown";
+  return m;
+}
+
+nlohmann::json libraries_json(const DeviceInfo& dev) {
+  nlohmann::json l;
+  l["yaml-cpp"] = MPB_YAML_CPP_VERSION;
+  l["nlohmann_json"] = std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." + std::to_string(NLOHMANN_JSON_VERSION_MINOR) +
+                       "." + std::to_string(NLOHMANN_JSON_VERSION_PATCH);
+  for (const char* k : {"cuda_runtime", "cuda_driver", "cublas", "cudnn"}) l[k] = nullptr;
+  for (const auto& [k, v] : dev.versions) l[k] = v;
+  return l;
+}
+
+nlohmann::json build_manifest(const ExperimentConfig& exp, const DeviceInfo& dev,
+                              const std::map<std::string, double>& ceiling_gflops) {
+  nlohmann::json m;
+  m["schema"] = "mpbench.manifest/1";
+  m["experiment"] = exp.name;
+  m["config_path"] = exp.path;
+  nlohmann::json cells = nlohmann::json::array();
+  nlohmann::json all = nlohmann::json::array();
+  for (const Cell& c : exp.cells) {
+    cells.push_back(c.id);
+    all.push_back({{"id", c.id}, {"config", cell_config_to_json(c.config)}});
+  }
+  m["config_hash"] = config_hash(all);
+  m["started"] = utc_now_iso8601();
+  m["finished"] = nullptr;
+  m["mpbench_version"] = MPB_VERSION;
+  m["git_commit"] = MPB_GIT_COMMIT;
+  m["machine"] = machine_json();
+  m["compiler"] = MPB_COMPILER;
+  m["libraries"] = libraries_json(dev);
+  nlohmann::json d;
+  d["kind"] = dev.kind;
+  d["name"] = dev.name;
+  d["gpu"] = nullptr;
+  if (dev.kind == "cuda")
+    d["gpu"] = {{"name", dev.name}, {"compute_capability", dev.compute_capability.value_or("")},
+                {"memory_bytes", dev.memory_bytes}, {"multiprocessors", dev.cores}};
+  d["ceiling_gflops"] = ceiling_gflops;
+  m["device"] = d;
+  m["cells"] = cells;
+  return m;
+}
+
+}  // namespace mpb

@@ -1,0 +1,22 @@
+// manifest.json: what machine, software and configuration produced a result
+// set (docs/RESULTS.md).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/device.h"
+#include "runner/config.h"
+
+namespace mpb {
+
+nlohmann::json machine_json();    // hostname, CPU model, cores, flags, memory, OS, kernel
+nlohmann::json libraries_json(const DeviceInfo& dev);
+std::string utc_now_iso8601();
+
+nlohmann::json build_manifest(const ExperimentConfig& exp, const DeviceInfo& dev,
+                              const std::map<std::string, double>& ceiling_gflops);
+
+}  // namespace mpb
