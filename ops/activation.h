@@ -4,25 +4,27 @@
 
 #include <cmath>
 
+#include "ops/approx_math.h"
 #include "ops/scalar.h"
 
 namespace mpb::scalar {
 
 // GELU, tanh approximation (Hendrycks & Gimpel; PyTorch approximate='tanh',
-// cuBLASLt's GELU epilogue, GPT-2/llm.c).
+// cuBLASLt's GELU epilogue, GPT-2/llm.c). tanh is ops/approx_math.h's, so the
+// loops vectorise and both backends compute the same bits.
 // gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluA = 0.044715f;
 
 MPB_HD inline float gelu(float x) {
   float u = kGeluC * (x + kGeluA * x * x * x);
-  return 0.5f * x * (1.0f + tanhf(u));
+  return 0.5f * x * (1.0f + tanh_approx(u));
 }
 
 MPB_HD inline float gelu_grad(float x) {
   float x2 = x * x;
   float u = kGeluC * (x + kGeluA * x2 * x);
-  float t = tanhf(u);
+  float t = tanh_approx(u);
   float du = kGeluC * (1.0f + 3.0f * kGeluA * x2);
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }

@@ -1,6 +1,10 @@
 // Reading and writing one element of any float dtype as fp32: how every
 // element-wise op on both backends touches reduced-precision storage.
 // Stores round to nearest even (core/numerics.h).
+//
+// Elem<T> is the typed form, for loops that dispatch on the dtype once and
+// then run (and vectorise) without a per-element switch; load_f32/store_f32
+// switch per element, for code where that doesn't matter.
 #pragma once
 
 #include <cstdint>
@@ -11,19 +15,40 @@
 
 namespace mpb::scalar {
 
+template <DType T>
+struct Elem;
+
+template <>
+struct Elem<DType::F32> {
+  MPB_HD static float load(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
+  MPB_HD static void store(void* p, int64_t i, float x) { static_cast<float*>(p)[i] = x; }
+};
+
+template <>
+struct Elem<DType::F16> {
+  MPB_HD static float load(const void* p, int64_t i) { return half_bits_to_float(static_cast<const uint16_t*>(p)[i]); }
+  MPB_HD static void store(void* p, int64_t i, float x) { static_cast<uint16_t*>(p)[i] = float_to_half_bits(x); }
+};
+
+template <>
+struct Elem<DType::BF16> {
+  MPB_HD static float load(const void* p, int64_t i) { return bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]); }
+  MPB_HD static void store(void* p, int64_t i, float x) { static_cast<uint16_t*>(p)[i] = float_to_bf16_bits(x); }
+};
+
 MPB_HD inline float load_f32(const void* base, DType t, int64_t i) {
   switch (t) {
-    case DType::F16: return half_bits_to_float(static_cast<const uint16_t*>(base)[i]);
-    case DType::BF16: return bf16_bits_to_float(static_cast<const uint16_t*>(base)[i]);
-    default: return static_cast<const float*>(base)[i];
+    case DType::F16: return Elem<DType::F16>::load(base, i);
+    case DType::BF16: return Elem<DType::BF16>::load(base, i);
+    default: return Elem<DType::F32>::load(base, i);
   }
 }
 
 MPB_HD inline void store_f32(void* base, DType t, int64_t i, float x) {
   switch (t) {
-    case DType::F16: static_cast<uint16_t*>(base)[i] = float_to_half_bits(x); break;
-    case DType::BF16: static_cast<uint16_t*>(base)[i] = float_to_bf16_bits(x); break;
-    default: static_cast<float*>(base)[i] = x; break;
+    case DType::F16: Elem<DType::F16>::store(base, i, x); break;
+    case DType::BF16: Elem<DType::BF16>::store(base, i, x); break;
+    default: Elem<DType::F32>::store(base, i, x); break;
   }
 }
 
