@@ -79,12 +79,15 @@ class Mlp final : public Model {
 
   double train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) override {
     const Tensor& logits = forward(x);
+    const int64_t b = x.rows();
+    Tensor dlogits = dlogits_.tensor().row_slice(0, b);
     double loss;
     if (cfg_.fused) {
-      loss = dev_.softmax_xent_fused(dlogits_, logits, y, grad_scale);
+      loss = dev_.softmax_xent_fused(dlogits, logits, y, grad_scale);
     } else {
-      loss = dev_.softmax_xent_forward(probs_, logits, y);
-      dev_.softmax_xent_backward(dlogits_, probs_, y, grad_scale);
+      Tensor probs = probs_.tensor().row_slice(0, b);
+      loss = dev_.softmax_xent_forward(probs, logits, y);
+      dev_.softmax_xent_backward(dlogits, probs, y, grad_scale);
     }
     backward(mode);
     return loss;
@@ -95,8 +98,9 @@ class Mlp final : public Model {
     EvalSums s;
     // The probs buffer (unfused) or dlogits (fused) is scratch here; the
     // gradient scale is irrelevant because nothing is backpropagated.
-    s.loss_sum = cfg_.fused ? dev_.softmax_xent_fused(dlogits_, logits, y, 0.0f)
-                            : dev_.softmax_xent_forward(probs_, logits, y);
+    const int64_t b = x.rows();
+    s.loss_sum = cfg_.fused ? dev_.softmax_xent_fused(dlogits_.tensor().row_slice(0, b), logits, y, 0.0f)
+                            : dev_.softmax_xent_forward(probs_.tensor().row_slice(0, b), logits, y);
     s.correct = dev_.count_correct(logits, y);
     s.count = x.rows();
     return s;
@@ -143,9 +147,9 @@ class Mlp final : public Model {
   }
 
   const Tensor& forward(const Tensor& x) {
-    dev_.cast(x_c_.tensor().reshaped(x.shape), x);
-    const int64_t b = x.rows();
+    const int64_t b = x.rows();  // <= the micro-batch (the last eval chunk may be short)
     Tensor in = x_c_.tensor().row_slice(0, b);
+    dev_.cast(in, x);
     for (Layer& L : layers_) {
       Tensor pre = L.pre.tensor().row_slice(0, b);
       GemmArgs g = linear_args(in, L, pre);
