@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""Open the generated index.html in headless Chromium: does the page really render?
+
+Checks what a file-level test cannot: the data-URI images decode in a real
+browser (index.html's inline script sets <body data-images-loaded="N/M">
+once images are complete with naturalWidth > 0) and a screenshot of the
+page is not blank.
+
+Exit code 77 (CTest: skipped) for the whole file when no Chromium is installed.
+Set MPB_KEEP_SCREENSHOT=PATH to keep the screenshot for a human look.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from script_test_helpers import SKIP_EXIT_CODE, run_script, synth
+
+
+def find_chromium():
+    """$MPB_CHROMIUM ("none" = pretend there is none), Debian's chromium, or another Chromium on PATH."""
+    override = os.environ.get("MPB_CHROMIUM")
+    if override:
+        return None if override == "none" else override
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None
+
+
+CHROMIUM = find_chromium()
+
+
+def chromium(profile, *args, timeout=120):
+    """Run headless Chromium with a throwaway profile; returns CompletedProcess."""
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+           "--hide-scrollbars", "--no-first-run", f"--user-data-dir={profile}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+@unittest.skipIf(CHROMIUM is None, "chromium is not installed")
+class ReportInBrowser(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory(prefix="mpb-browser-")
+        tmp = cls._tmp.name
+        results = synth.make_result_set(os.path.join(tmp, "results"))
+        cls.out = os.path.join(tmp, "report")
+        proc = run_script("report.py", results, "--out", cls.out)
+        if proc.returncode != 0:
+            raise AssertionError(f"report.py failed:\n{proc.stdout}\n{proc.stderr}")
+        cls.pngs = sorted(f for f in os.listdir(cls.out) if f.endswith(".png"))
+        cls.url = "file://" + os.path.join(cls.out, "index.html")
+        cls.profile = os.path.join(tmp, "profile")
+        # virtual-time-budget lets the load event and the image callbacks run before the dump.
+        cls.dom = chromium(cls.profile, "--virtual-time-budget=10000", "--dump-dom", cls.url)
+        cls.screenshot = os.path.join(tmp, "screenshot.png")
+        cls.shot = chromium(cls.profile, f"--screenshot={cls.screenshot}", "--window-size=1400,3000", cls.url)
+        keep = os.environ.get("MPB_KEEP_SCREENSHOT")      # for a human look: path to copy it to
+        if keep and os.path.exists(cls.screenshot):
+            shutil.copy(cls.screenshot, keep)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def test_every_image_loaded(self):
+        self.assertEqual(self.dom.returncode, 0, self.dom.stderr[-2000:])
+        match = re.search(r'<body[^>]*\bdata-images-loaded="(\d+)/(\d+)"', self.dom.stdout)
+        self.assertIsNotNone(match, "index.html's image-check script did not run:\n" + self.dom.stdout[:500])
+        loaded, total = int(match.group(1)), int(match.group(2))
+        self.assertEqual(total, len(self.pngs), f"images in page vs PNGs written ({self.pngs})")
+        self.assertEqual(loaded, total, "some embedded images did not decode")
+        self.assertGreaterEqual(total, 6)                 # the synthetic set has data for every figure
+
+    def test_screenshot_is_not_blank(self):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.image as mpimg
+        import numpy as np
+
+        self.assertEqual(self.shot.returncode, 0, self.shot.stderr[-2000:])
+        self.assertTrue(os.path.isfile(self.screenshot), "no screenshot written")
+        with open(self.screenshot, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        image = mpimg.imread(self.screenshot)[..., :3]
+        self.assertEqual(image.shape[:2], (3000, 1400))
+        colours = np.unique((image.reshape(-1, 3) * 255).astype(np.uint8), axis=0)
+        self.assertGreater(len(colours), 50, "screenshot is (nearly) a single colour")
+        # the figures must be in the picture, not just text: coloured (non-grey) pixels
+        saturation = image.max(axis=2) - image.min(axis=2)
+        self.assertGreater(float((saturation > 0.2).mean()), 0.01, "no coloured plot pixels in the screenshot")
+
+
+if __name__ == "__main__":
+    if CHROMIUM is None:
+        print("chromium not found: skipping the browser test", file=sys.stderr)
+        sys.exit(SKIP_EXIT_CODE)
+    unittest.main()
