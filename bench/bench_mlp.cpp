@@ -1,0 +1,76 @@
+// The MLP training step against the device's GEMM ceiling, measured in the
+// same process and interleaved round by round, so that machine noise (other
+// tenants, frequency changes) hits both sides alike. The step is timed by
+// the trainer exactly as the runner times it.
+//
+// Target (issue: foundation): the fp32 MLP cell, 4 hidden layers of 1024,
+// batch 256, reaches >= 60% of the fp32 ceiling's FLOP rate.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/cpu/cpu_device.h"
+#include "core/precision.h"
+#include "models/mlp.h"
+#include "models/teacher_data.h"
+#include "runner/ceiling.h"
+#include "runner/stats.h"
+#include "train/trainer.h"
+
+namespace {
+
+using namespace mpb;
+
+CellConfig mlp_cell(const std::string& precision, bool fused) {
+  CellConfig c;
+  c.precision = precision;
+  c.fusion = fused ? "on" : "off";
+  c.batch_size = 256;
+  c.steps = 8;
+  c.warmup_steps = 2;
+  c.model.hidden_layers = 4;
+  c.model.width = 1024;
+  c.data.input_dim = 1024;
+  c.data.classes = 16;
+  c.data.eval_samples = 256;
+  return c;
+}
+
+// Median post-warmup step time of one short training run, in ms.
+double mlp_step_ms(Device& dev, const CellConfig& c, double* flops_per_step) {
+  MlpConfig m;
+  m.input_dim = c.data.input_dim;
+  m.width = c.model.width;
+  m.hidden_layers = c.model.hidden_layers;
+  m.classes = c.data.classes;
+  m.fused = c.fusion == "on";
+  auto model = make_mlp(dev, m, resolve_policy(c.precision), c.batch_size, 1);
+  TeacherData data(1, c.data.input_dim, c.data.classes, c.data.teacher_hidden);
+  RunRecord rec = train(dev, *model, data, c);
+  *flops_per_step = rec.flops_per_step;
+  return median(std::vector<double>(rec.step_ms.begin() + c.warmup_steps, rec.step_ms.end()));
+}
+
+void BM_MlpStepVsCeiling(benchmark::State& state) {
+  const bool fused = state.range(0) != 0;
+  auto dev = make_cpu_device();
+  const CellConfig cell = mlp_cell("fp32", fused);
+  std::vector<double> ceiling, mlp;
+  double flops = 0;
+  mlp_step_ms(*dev, cell, &flops);  // warm-up: oneDNN primitives, page faults
+  for (auto _ : state) {
+    ceiling.push_back(measure_gemm_ceiling(*dev, GemmCompute::F32, 2048, 3));
+    mlp.push_back(flops / 1e6 / mlp_step_ms(*dev, cell, &flops));
+  }
+  // Best of the rounds on each side: noise only ever slows a run down.
+  const double best_ceiling = *std::max_element(ceiling.begin(), ceiling.end());
+  const double best_mlp = *std::max_element(mlp.begin(), mlp.end());
+  state.counters["ceiling_GFLOPs"] = best_ceiling;
+  state.counters["mlp_GFLOPs"] = best_mlp;
+  state.counters["fraction"] = best_mlp / best_ceiling;
+  state.counters["median_fraction"] = median(mlp) / median(ceiling);
+}
+BENCHMARK(BM_MlpStepVsCeiling)->Arg(0)->Arg(1)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
