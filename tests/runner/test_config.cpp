@@ -1,0 +1,575 @@
+// Loading and validating experiment files (docs/CONFIG.md): base values, every
+// kind of bad input, and the "not supported yet" table. Matrix expansion is in
+// test_matrix.cpp.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "runner/config.h"
+
+namespace mpb {
+namespace {
+
+const char* const kFile = "experiments/x.yaml";
+
+ExperimentConfig load(const std::string& yaml, const LoadOptions& options = {}) {
+  return load_experiment_from_string(yaml, kFile, options);
+}
+
+// Loads `yaml`, which must fail, and returns the error.
+ConfigError error_of(const std::string& yaml, const LoadOptions& options = {}) {
+  try {
+    load(yaml, options);
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a ConfigError for:\n" << yaml;
+  return ConfigError("", 0, 0, "", "");
+}
+
+// Checks where an error points and that its message contains `part`.
+void expect_error(const std::string& yaml, int line, int col, const std::string& key,
+                  const std::string& part, const LoadOptions& options = {}) {
+  const ConfigError e = error_of(yaml, options);
+  EXPECT_EQ(e.file(), kFile) << yaml;
+  EXPECT_EQ(e.line(), line) << e.what();
+  EXPECT_EQ(e.col(), col) << e.what();
+  EXPECT_EQ(e.key(), key) << e.what();
+  EXPECT_NE(e.message().find(part), std::string::npos)
+      << "message: " << e.message() << "\nexpected to contain: " << part;
+}
+
+LoadOptions allow_unsupported() {
+  LoadOptions options;
+  options.reject_unsupported = false;
+  return options;
+}
+
+// ---- ConfigError ------------------------------------------------------------
+
+TEST(ConfigError, WhatNamesFileLineColumnAndKey) {
+  const ConfigError e("experiments/x.yaml", 12, 5, "optimizer.lr", "expected a number, got 'abc'");
+  EXPECT_STREQ(e.what(),
+               "experiments/x.yaml:12:5: key 'optimizer.lr': expected a number, got 'abc'");
+  EXPECT_EQ(e.message(), "expected a number, got 'abc'");
+}
+
+TEST(ConfigError, WhatLeavesOutWhatIsUnknown) {
+  EXPECT_STREQ(ConfigError("a.yaml", 3, 1, "", "YAML syntax error: x").what(),
+               "a.yaml:3:1: YAML syntax error: x");
+  EXPECT_STREQ(ConfigError("a.yaml", 0, 0, "", "cannot open the file").what(),
+               "a.yaml: cannot open the file");
+}
+
+TEST(ConfigError, RealErrorReadsLikeTheContract) {
+  std::string yaml = "name: x\n";
+  for (int i = 0; i < 9; ++i) yaml += "# padding\n";
+  yaml += "optimizer:\n  kind: adamw\n  lr: abc\n";  // lr's value: line 13, column 7
+  const ConfigError e = error_of(yaml);
+  EXPECT_STREQ(e.what(),
+               "experiments/x.yaml:13:7: key 'optimizer.lr': expected a number, got 'abc'");
+}
+
+// ---- Valid files ------------------------------------------------------------
+
+TEST(LoadExperiment, MinimalFileIsOneBaseCellWithDefaults) {
+  const ExperimentConfig e = load("name: quick\n");
+  EXPECT_EQ(e.path, kFile);
+  EXPECT_EQ(e.name, "quick");
+  EXPECT_EQ(e.device, "auto");
+  ASSERT_EQ(e.cells.size(), 1u);
+  EXPECT_EQ(e.cells[0].id, "base");
+  EXPECT_EQ(e.cells[0].slug, "base");
+  EXPECT_TRUE(e.cells[0].axes.empty());
+  EXPECT_TRUE(e.cells[0].is_baseline);
+  const CellConfig
+      defaults;  // a named object: GCC 12 -O2 warns falsely on a CellConfig{} temporary
+  EXPECT_EQ(cell_config_to_json(e.cells[0].config), cell_config_to_json(defaults));
+}
+
+TEST(LoadExperiment, ReadsEveryBaseKey) {
+  const ExperimentConfig e = load(R"(
+name: quickstart-1.2_b
+device: cpu
+seed: 7
+steps: 60
+warmup_steps: 5
+repeats: 2
+eval_every: 10
+batch_size: 256
+precision: fp32
+fusion: on
+loss_scale: none
+checkpointing: off
+checkpoint_k: 3
+accumulation: 4
+model:
+  kind: mlp
+  hidden_layers: 2
+  width: 512
+  activation: relu
+  init_scale: 0.5
+data:
+  kind: teacher
+  input_dim: 32
+  classes: 10
+  teacher_hidden: 16
+  eval_samples: 100
+optimizer:
+  kind: sgd
+  lr: 1e-2
+  beta1: 0.8
+  beta2: 0.99
+  eps: 1.0e-6
+  weight_decay: 0
+  momentum: 0.5
+  grad_clip: 1.5
+)");
+  EXPECT_EQ(e.name, "quickstart-1.2_b");
+  EXPECT_EQ(e.device, "cpu");
+  const CellConfig& c = e.base;
+  EXPECT_EQ(c.seed, 7u);
+  EXPECT_EQ(c.steps, 60);
+  EXPECT_EQ(c.warmup_steps, 5);
+  EXPECT_EQ(c.repeats, 2);
+  EXPECT_EQ(c.eval_every, 10);
+  EXPECT_EQ(c.batch_size, 256);
+  EXPECT_EQ(c.precision, "fp32");
+  EXPECT_EQ(c.fusion, "on");
+  EXPECT_EQ(c.loss_scale.mode, "none");
+  EXPECT_EQ(c.checkpointing, "off");
+  EXPECT_EQ(c.checkpoint_k, 3);
+  EXPECT_EQ(c.accumulation, 4);
+  EXPECT_EQ(c.model.hidden_layers, 2);
+  EXPECT_EQ(c.model.width, 512);
+  EXPECT_EQ(c.model.activation, "relu");
+  EXPECT_DOUBLE_EQ(c.model.init_scale, 0.5);
+  EXPECT_EQ(c.data.input_dim, 32);
+  EXPECT_EQ(c.data.classes, 10);
+  EXPECT_EQ(c.data.teacher_hidden, 16);
+  EXPECT_EQ(c.data.eval_samples, 100);
+  EXPECT_EQ(c.optimizer.kind, "sgd");
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.01);
+  EXPECT_DOUBLE_EQ(c.optimizer.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(c.optimizer.beta2, 0.99);
+  EXPECT_DOUBLE_EQ(c.optimizer.eps, 1e-6);
+  EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.0);
+  EXPECT_DOUBLE_EQ(c.optimizer.momentum, 0.5);
+  EXPECT_DOUBLE_EQ(c.optimizer.grad_clip, 1.5);
+  ASSERT_EQ(e.cells.size(), 1u);
+  EXPECT_EQ(cell_config_to_json(e.cells[0].config), cell_config_to_json(c));
+}
+
+TEST(LoadExperiment, FusionAcceptsOffOnAndYamlBooleans) {
+  EXPECT_EQ(load("name: x\nfusion: off\n").base.fusion, "off");
+  EXPECT_EQ(load("name: x\nfusion: on\n").base.fusion, "on");
+  EXPECT_EQ(load("name: x\nfusion: false\n").base.fusion, "off");
+  EXPECT_EQ(load("name: x\nfusion: true\n").base.fusion, "on");
+  EXPECT_EQ(load("name: x\nfusion: \"on\"\n").base.fusion, "on");
+  expect_error("name: x\nfusion: yes\n", 2, 9, "fusion", "expected one of off, on, got 'yes'");
+  expect_error("name: x\nfusion: 1\n", 2, 9, "fusion", "expected one of off, on, got '1'");
+}
+
+TEST(LoadExperiment, EmptySectionsAndMatrixAreAbsent) {
+  const ExperimentConfig e = load("name: x\nmodel:\ndata:\noptimizer:\nmatrix:\nexclude:\n");
+  ASSERT_EQ(e.cells.size(), 1u);
+  EXPECT_EQ(e.cells[0].id, "base");
+}
+
+TEST(LoadExperiment, NumbersInAnyDecimalSpelling) {
+  EXPECT_DOUBLE_EQ(load("name: x\noptimizer: {lr: 1e-3}\n").base.optimizer.lr, 0.001);
+  EXPECT_DOUBLE_EQ(load("name: x\noptimizer: {lr: .5}\n").base.optimizer.lr, 0.5);
+  EXPECT_DOUBLE_EQ(load("name: x\noptimizer: {lr: +2.}\n").base.optimizer.lr, 2.0);
+  EXPECT_DOUBLE_EQ(load("name: x\noptimizer: {lr: 3E+1}\n").base.optimizer.lr, 30.0);
+  EXPECT_EQ(load("name: x\nseed: 18446744073709551615\n").base.seed, 18446744073709551615ull);
+}
+
+TEST(LoadExperiment, FromFile) {
+  const std::string path = ::testing::TempDir() + "mpb_test_config.yaml";
+  {
+    std::ofstream out(path);
+    out << "name: from_file\nsteps: 10\n";
+  }
+  const ExperimentConfig e = load_experiment(path);
+  EXPECT_EQ(e.path, path);
+  EXPECT_EQ(e.name, "from_file");
+  EXPECT_EQ(e.base.steps, 10);
+  std::remove(path.c_str());
+}
+
+TEST(LoadExperiment, MissingFile) {
+  try {
+    load_experiment("/nonexistent/dir/x.yaml");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.file(), "/nonexistent/dir/x.yaml");
+    EXPECT_EQ(e.line(), 0);
+    EXPECT_STREQ(e.what(), "/nonexistent/dir/x.yaml: cannot open the file");
+  }
+}
+
+// ---- Bad input: structure -----------------------------------------------------
+
+TEST(ConfigErrors, YamlSyntaxError) {
+  const ConfigError e = error_of("name: x\nmatrix:\n  fusion: [off, on\nsteps: 3\n");
+  EXPECT_EQ(e.key(), "");
+  EXPECT_GE(e.line(), 3);
+  EXPECT_GE(e.col(), 1);
+  EXPECT_NE(e.message().find("YAML syntax error"), std::string::npos) << e.what();
+  EXPECT_EQ(std::string(e.what()).rfind("experiments/x.yaml:", 0), 0u) << e.what();
+
+  expect_error("name: x\nsteps: 3\n  seed: 2\n", 3, 7, "", "YAML syntax error: illegal map value");
+}
+
+TEST(ConfigErrors, EmptyFileOrNotAMap) {
+  expect_error("", 1, 1, "", "the file is empty");
+  expect_error("# only a comment\n", 1, 1, "", "the file is empty");
+  expect_error("- name: x\n", 1, 1, "", "expected a map at the top level, got a list");
+  expect_error("name: a\n---\nname: b\n", 3, 1, "", "expected one YAML document, found 2");
+}
+
+TEST(ConfigErrors, MissingName) {
+  expect_error("steps: 3\n", 1, 1, "name", "missing required key 'name'");
+}
+
+TEST(ConfigErrors, InvalidName) {
+  expect_error("name: my run\n", 1, 7, "name", "invalid name 'my run'");
+  expect_error("name: a/b\n", 1, 7, "name", "invalid name 'a/b'");
+  expect_error("name: ..\n", 1, 7, "name", "invalid name '..'");
+  expect_error("name: \"\"\n", 1, 7, "name", "invalid name ''");
+  expect_error("name: [a]\n", 1, 7, "name", "expected a name, got a list");
+}
+
+TEST(ConfigErrors, DuplicateKey) {
+  expect_error("name: x\nsteps: 3\nsteps: 4\n", 3, 1, "steps",
+               "duplicate key (first given at line 2)");
+  expect_error("name: x\nmodel:\n  width: 3\n  width: 4\n", 4, 3, "model.width", "duplicate key");
+}
+
+// ---- Bad input: unknown keys ---------------------------------------------------
+
+TEST(ConfigErrors, UnknownTopLevelKeySuggestsNearest) {
+  const ConfigError e = error_of("name: x\noptimiser:\n  lr: 0.1\n");
+  EXPECT_EQ(e.line(), 2);
+  EXPECT_EQ(e.col(), 1);
+  EXPECT_EQ(e.key(), "optimiser");
+  EXPECT_EQ(e.message(), "unknown key 'optimiser'; did you mean 'optimizer'?");
+  expect_error("name: x\nwarmup: 3\n", 2, 1, "warmup", "did you mean 'warmup_steps'?");
+}
+
+TEST(ConfigErrors, UnknownKeyFarFromAllListsValidKeys) {
+  expect_error("name: x\nzzzzzzzz: 3\n", 2, 1, "zzzzzzzz",
+               "unknown key 'zzzzzzzz' (valid: name, device, seed");
+}
+
+TEST(ConfigErrors, UnknownKeyInSections) {
+  expect_error("name: x\nmodel:\n  widht: 3\n", 3, 3, "model.widht",
+               "unknown key 'model.widht'; did you mean 'model.width'?");
+  expect_error("name: x\ndata:\n  clases: 3\n", 3, 3, "data.clases",
+               "did you mean 'data.classes'?");
+  expect_error("name: x\noptimizer: {kind: adamw, weightdecay: 0.1}\n", 2, 26,
+               "optimizer.weightdecay", "did you mean 'optimizer.weight_decay'?");
+  expect_error("name: x\nloss_scale: {mode: dynamic, grwth_factor: 2}\n", 2, 29,
+               "loss_scale.grwth_factor", "did you mean 'loss_scale.growth_factor'?",
+               allow_unsupported());
+}
+
+TEST(ConfigErrors, DottedKeyInTheBase) {
+  expect_error("name: x\noptimizer.lr: 0.1\n", 2, 1, "optimizer.lr",
+               "write 'lr' under 'optimizer:'");
+}
+
+TEST(ConfigErrors, UnknownMatrixAxis) {
+  expect_error("name: x\nmatrix:\n  model.widht: [1, 2]\n", 3, 3, "matrix.model.widht",
+               "unknown key 'model.widht'; did you mean 'model.width'?");
+  expect_error("name: x\nmatrix:\n  width: [1, 2]\n", 3, 3, "matrix.width",
+               "did you mean 'model.width'?");
+  expect_error("name: x\nmatrix:\n  precison: [fp32]\n", 3, 3, "matrix.precison",
+               "did you mean 'precision'?");
+  expect_error("name: x\nmatrix:\n  optimizer: [{lr: 1}]\n", 3, 3, "matrix.optimizer",
+               "'optimizer' is a section; name one of its keys");
+  expect_error("name: x\nmatrix:\n  device: [cpu, cuda]\n", 3, 3, "matrix.device",
+               "applies to the whole experiment");
+}
+
+// ---- Bad input: types ------------------------------------------------------------
+
+TEST(ConfigErrors, WrongTypes) {
+  expect_error("name: x\nsteps: many\n", 2, 8, "steps", "expected an integer, got 'many'");
+  expect_error("name: x\nsteps: 1.5\n", 2, 8, "steps", "expected an integer, got '1.5'");
+  expect_error("name: x\nsteps: 1e3\n", 2, 8, "steps", "expected an integer, got '1e3'");
+  expect_error("name: x\nsteps: {a: 1}\n", 2, 8, "steps", "expected an integer, got a map");
+  expect_error("name: x\nsteps: [1]\n", 2, 8, "steps", "expected an integer, got a list");
+  expect_error("name: x\nsteps: 99999999999\n", 2, 8, "steps", "integer out of range");
+  expect_error("name: x\nseed: -1\n", 2, 7, "seed", "expected a non-negative integer, got '-1'");
+  expect_error("name: x\noptimizer:\n  lr: abc\n", 3, 7, "optimizer.lr",
+               "expected a number, got 'abc'");
+  expect_error("name: x\noptimizer:\n  lr: .inf\n", 3, 7, "optimizer.lr",
+               "expected a number, got '.inf'");
+  expect_error("name: x\noptimizer:\n  lr: 0x10\n", 3, 7, "optimizer.lr", "expected a number");
+  expect_error("name: x\noptimizer:\n  lr: 1e999\n", 3, 7, "optimizer.lr", "number out of range");
+  expect_error("name: x\noptimizer:\n  lr: {x: 1}\n", 3, 7, "optimizer.lr",
+               "expected a number, got a map");
+  expect_error("name: x\nmodel:\n  activation: [gelu]\n", 3, 15, "model.activation",
+               "expected one of gelu, relu, got a list");
+  expect_error("name: x\nmodel: 3\n", 2, 8, "model", "expected a map, got '3'");
+  expect_error("name: x\ndevice: gpu\n", 2, 9, "device",
+               "expected one of auto, cpu, cuda, got 'gpu'");
+}
+
+TEST(ConfigErrors, EmptyValuePointsAtItsKey) {
+  expect_error("name: x\nsteps:\nseed: 1\n", 2, 1, "steps",
+               "expected an integer, got an empty value");
+}
+
+TEST(ConfigErrors, UnknownChoiceSuggestsNearest) {
+  expect_error("name: x\nmodel:\n  activation: gleu\n", 3, 15, "model.activation",
+               "expected one of gelu, relu, got 'gleu'; did you mean 'gelu'?");
+}
+
+// ---- Bad input: out of range ----------------------------------------------------
+
+struct RangeCase {
+  std::string yaml;  // appended to "name: x\n"
+  std::string key;
+  std::string message;
+};
+
+TEST(ConfigErrors, OutOfRange) {
+  const RangeCase cases[] = {
+      {"steps: 0", "steps", "must be >= 1, got 0"},
+      {"warmup_steps: -1", "warmup_steps", "must be >= 0, got -1"},
+      {"repeats: 0", "repeats", "must be >= 1, got 0"},
+      {"eval_every: -1", "eval_every", "must be >= 0, got -1"},
+      {"batch_size: 0", "batch_size", "must be >= 1, got 0"},
+      {"accumulation: 0", "accumulation", "must be >= 1, got 0"},
+      {"checkpoint_k: 0", "checkpoint_k", "must be >= 1, got 0"},
+      {"model: {hidden_layers: 0}", "model.hidden_layers", "must be >= 1, got 0"},
+      {"model: {width: 0}", "model.width", "must be >= 1, got 0"},
+      {"model: {init_scale: 0}", "model.init_scale", "must be > 0, got 0"},
+      {"data: {input_dim: 0}", "data.input_dim", "must be >= 1, got 0"},
+      {"data: {classes: 1}", "data.classes", "must be >= 2, got 1"},
+      {"data: {teacher_hidden: 0}", "data.teacher_hidden", "must be >= 1, got 0"},
+      {"data: {eval_samples: 0}", "data.eval_samples", "must be >= 1, got 0"},
+      {"optimizer: {lr: 0}", "optimizer.lr", "must be > 0, got 0"},
+      {"optimizer: {lr: -1e-3}", "optimizer.lr", "must be > 0, got -0.001"},
+      {"optimizer: {beta1: 1}", "optimizer.beta1", "must be in [0, 1), got 1"},
+      {"optimizer: {beta2: -0.1}", "optimizer.beta2", "must be in [0, 1), got -0.1"},
+      {"optimizer: {eps: 0}", "optimizer.eps", "must be > 0, got 0"},
+      {"optimizer: {weight_decay: -0.5}", "optimizer.weight_decay", "must be >= 0, got -0.5"},
+      {"optimizer: {momentum: 1.0}", "optimizer.momentum", "must be in [0, 1), got 1"},
+      {"optimizer: {grad_clip: -1}", "optimizer.grad_clip", "must be >= 0, got -1"},
+      {"loss_scale: 0", "loss_scale", "must be > 0, got 0"},
+      {"loss_scale: -8", "loss_scale", "must be > 0, got -8"},
+      {"loss_scale: {mode: static, value: 0}", "loss_scale.value", "must be > 0, got 0"},
+      {"loss_scale: {mode: dynamic, init: 0}", "loss_scale.init", "must be > 0, got 0"},
+      {"loss_scale: {mode: dynamic, min: -1}", "loss_scale.min", "must be >= 0, got -1"},
+      {"loss_scale: {mode: dynamic, max: -1}", "loss_scale.max", "must be >= 0, got -1"},
+      {"loss_scale: {mode: dynamic, growth_factor: 1}", "loss_scale.growth_factor",
+       "must be > 1, got 1"},
+      {"loss_scale: {mode: dynamic, backoff_factor: 1}", "loss_scale.backoff_factor",
+       "must be in (0, 1), got 1"},
+      {"loss_scale: {mode: dynamic, backoff_factor: 0}", "loss_scale.backoff_factor",
+       "must be in (0, 1), got 0"},
+      {"loss_scale: {mode: dynamic, growth_interval: 0}", "loss_scale.growth_interval",
+       "must be >= 1, got 0"},
+      {"loss_scale: {mode: dynamic, hysteresis: 0}", "loss_scale.hysteresis",
+       "must be >= 1, got 0"},
+  };
+  for (const auto& c : cases) {
+    // Range errors come before the not-supported-yet check, so they are reported
+    // either way.
+    const ConfigError e = error_of("name: x\n" + c.yaml + "\n");
+    EXPECT_EQ(e.line(), 2) << c.yaml;
+    EXPECT_EQ(e.key(), c.key) << c.yaml << ": " << e.what();
+    EXPECT_EQ(e.message(), c.message) << c.yaml;
+  }
+}
+
+TEST(ConfigErrors, BoundaryValuesAreAccepted) {
+  const CellConfig c = load(R"(name: x
+steps: 1
+warmup_steps: 0
+batch_size: 1
+data: {classes: 2}
+optimizer: {beta1: 0, beta2: 0.9999, weight_decay: 0, grad_clip: 0, momentum: 0}
+)")
+                           .base;
+  EXPECT_EQ(c.steps, 1);
+  EXPECT_EQ(c.warmup_steps, 0);
+  EXPECT_EQ(c.data.classes, 2);
+}
+
+TEST(ConfigErrors, WarmupMustBeBelowSteps) {
+  expect_error("name: x\nsteps: 5\nwarmup_steps: 5\n", 3, 15, "warmup_steps",
+               "cell 'base': warmup_steps (5) must be less than steps (5)");
+  // The default warmup_steps (5) against a small steps.
+  expect_error("name: x\nsteps: 3\n", 2, 8, "steps",
+               "warmup_steps (5) must be less than steps (3)");
+}
+
+TEST(ConfigErrors, BatchSizeMustBeDivisibleByAccumulation) {
+  expect_error("name: x\nbatch_size: 100\naccumulation: 3\n", 3, 15, "accumulation",
+               "cell 'base': batch_size (100) is not divisible by accumulation (3)");
+  EXPECT_EQ(load("name: x\nbatch_size: 96\naccumulation: 3\n").cells[0].config.accumulation, 3);
+}
+
+// ---- Precision values ------------------------------------------------------------
+
+TEST(Precision, NamedAndPolicyValuesAreWellFormed) {
+  const std::string values[] = {"fp32",
+                                "tf32",
+                                "amp_fp16",
+                                "amp_bf16",
+                                "O0",
+                                "O3",
+                                "float16",
+                                "bf16",
+                                "half",
+                                "params=float32,compute=float16,output=float32",
+                                "p=f32,c=bf16,o=f32",
+                                "params=full,compute=half"};
+  for (const auto& v : values) {
+    EXPECT_EQ(load("name: x\nprecision: \"" + v + "\"\n", allow_unsupported()).base.precision, v);
+  }
+  // Blanks around ',' and '=' are not part of the canonical value.
+  EXPECT_EQ(load("name: x\nprecision: \"p = f32, c = f16\"\n", allow_unsupported()).base.precision,
+            "p=f32,c=f16");
+}
+
+TEST(Precision, MalformedValuesAreRejected) {
+  const LoadOptions any = allow_unsupported();
+  expect_error("name: x\nprecision: fp33\n", 2, 12, "precision",
+               "unknown precision 'fp33'; expected fp32, tf32", any);
+  EXPECT_NE(error_of("name: x\nprecision: fp33\n", any).message().find("did you mean 'fp32'?"),
+            std::string::npos);
+  expect_error("name: x\nprecision: float64\n", 2, 12, "precision", "unknown precision 'float64'",
+               any);
+  expect_error("name: x\nprecision: \"params=float33\"\n", 2, 12, "precision",
+               "unknown dtype 'float33'", any);
+  expect_error("name: x\nprecision: \"weights=f16\"\n", 2, 12, "precision",
+               "with key params, compute or output", any);
+  expect_error("name: x\nprecision: \"params=f16,p=f32\"\n", 2, 12, "precision",
+               "'params' given twice", any);
+  expect_error("name: x\nprecision: \"params=f16,\"\n", 2, 12, "precision", "", any);
+  expect_error("name: x\nmatrix:\n  precision: [fp32, fp33]\n", 3, 21, "matrix.precision[1]",
+               "unknown precision 'fp33'", any);
+}
+
+// ---- Not supported yet ------------------------------------------------------------
+
+TEST(Unsupported, Table) {
+  EXPECT_EQ(unsupported_reason("precision", "fp32"), std::nullopt);
+  EXPECT_EQ(unsupported_reason("precision", "amp_fp16"),
+            "precision 'amp_fp16' is not supported yet (mixed precision lands with the "
+            "mixed-precision issue)");
+  EXPECT_TRUE(unsupported_reason("precision", "tf32"));
+  EXPECT_TRUE(unsupported_reason("precision", "O1"));
+  EXPECT_TRUE(unsupported_reason("precision", "params=float32,compute=float16"));
+  EXPECT_EQ(unsupported_reason("loss_scale.mode", "none"), std::nullopt);
+  EXPECT_TRUE(unsupported_reason("loss_scale.mode", "static"));
+  EXPECT_TRUE(unsupported_reason("loss_scale.mode", "dynamic"));
+  EXPECT_EQ(unsupported_reason("checkpointing", "off"), std::nullopt);
+  EXPECT_TRUE(unsupported_reason("checkpointing", "sqrt"));
+  EXPECT_EQ(unsupported_reason("model.kind", "mlp"), std::nullopt);
+  EXPECT_TRUE(unsupported_reason("model.kind", "bert"));
+  EXPECT_EQ(unsupported_reason("optimizer.kind", "adamw"), std::nullopt);
+  EXPECT_EQ(unsupported_reason("optimizer.kind", "sgd"), std::nullopt);
+  EXPECT_TRUE(unsupported_reason("optimizer.kind", "lamb"));
+  // Supported: fusion both ways, any accumulation.
+  EXPECT_EQ(unsupported_reason("fusion", "on"), std::nullopt);
+  EXPECT_EQ(unsupported_reason("accumulation", "8"), std::nullopt);
+}
+
+TEST(Unsupported, RejectedWhereWritten) {
+  const ConfigError e = error_of("name: x\nprecision: amp_fp16\n");
+  EXPECT_STREQ(e.what(),
+               "experiments/x.yaml:2:12: key 'precision': precision 'amp_fp16' is not supported "
+               "yet (mixed precision lands with the mixed-precision issue)");
+  expect_error("name: x\nmatrix:\n  precision: [fp32, tf32]\n", 3, 21, "matrix.precision[1]",
+               "precision 'tf32' is not supported yet");
+  expect_error("name: x\nloss_scale: dynamic\n", 2, 13, "loss_scale",
+               "loss_scale mode 'dynamic' is not supported yet");
+  expect_error("name: x\nloss_scale: 1024\n", 2, 13, "loss_scale",
+               "loss_scale mode 'static' is not supported yet");
+  // A loss_scale map is one value: the error points at the map.
+  expect_error("name: x\nloss_scale:\n  mode: dynamic\n  init: 1024\n", 3, 3, "loss_scale",
+               "loss_scale mode 'dynamic' is not supported yet");
+  expect_error("name: x\ncheckpointing: sqrt\n", 2, 16, "checkpointing",
+               "checkpointing 'sqrt' is not supported yet");
+  expect_error("name: x\nmodel:\n  kind: bert\n", 3, 9, "model.kind",
+               "model.kind 'bert' is not supported yet");
+  expect_error("name: x\ninclude:\n  - {checkpointing: every_layer}\n", 3, 21,
+               "include[0].checkpointing", "checkpointing 'every_layer' is not supported yet");
+}
+
+TEST(Unsupported, SupportedValuesLoad) {
+  const ExperimentConfig e = load(R"(name: x
+batch_size: 64
+matrix:
+  fusion: [off, on]
+  accumulation: [1, 4]
+  optimizer.kind: [adamw, sgd]
+)");
+  EXPECT_EQ(e.cells.size(), 8u);
+}
+
+TEST(Unsupported, OptionTurnsTheTableOff) {
+  const ExperimentConfig e =
+      load("name: x\nprecision: amp_bf16\ncheckpointing: sqrt\nloss_scale: dynamic\n",
+           allow_unsupported());
+  EXPECT_EQ(e.base.precision, "amp_bf16");
+  EXPECT_EQ(e.base.checkpointing, "sqrt");
+  EXPECT_EQ(e.base.loss_scale.mode, "dynamic");
+}
+
+TEST(Unsupported, BaseValueEveryCellOverridesIsNotRun) {
+  // Only values that a cell runs are checked.
+  const ExperimentConfig e = load("name: x\nprecision: tf32\nmatrix:\n  precision: [fp32]\n");
+  ASSERT_EQ(e.cells.size(), 1u);
+  EXPECT_EQ(e.cells[0].config.precision, "fp32");
+}
+
+// ---- loss_scale values ---------------------------------------------------------------
+
+TEST(LossScale, Forms) {
+  const LoadOptions any = allow_unsupported();
+  EXPECT_EQ(load("name: x\nloss_scale: static\n", any).base.loss_scale.mode, "static");
+  const LossScaleConfig number = load("name: x\nloss_scale: 1024\n", any).base.loss_scale;
+  EXPECT_EQ(number.mode, "static");
+  EXPECT_DOUBLE_EQ(number.value, 1024.0);
+  const LossScaleConfig map = load(R"(name: x
+loss_scale: {mode: dynamic, init: 65536, growth_factor: 2, backoff_factor: 0.5,
+             growth_interval: 2000, min: 1, max: 16777216, hysteresis: 3}
+)",
+                                   any)
+                                  .base.loss_scale;
+  EXPECT_EQ(map.mode, "dynamic");
+  EXPECT_DOUBLE_EQ(map.min, 1.0);
+  EXPECT_DOUBLE_EQ(map.max, 16777216.0);
+  EXPECT_EQ(map.hysteresis, 3);
+  const LossScaleConfig fixed =
+      load("name: x\nloss_scale: {mode: static, value: 8}\n", any).base.loss_scale;
+  EXPECT_DOUBLE_EQ(fixed.value, 8.0);
+}
+
+TEST(LossScale, BadForms) {
+  const LoadOptions any = allow_unsupported();
+  expect_error(
+      "name: x\nloss_scale: dynamc\n", 2, 13, "loss_scale",
+      "expected none, static, dynamic, a number (static scale) or a map, got 'dynamc'; did "
+      "you mean 'dynamic'?",
+      any);
+  expect_error("name: x\nloss_scale: {init: 8}\n", 2, 13, "loss_scale", "needs 'mode'", any);
+  expect_error("name: x\nloss_scale: {mode: static, init: 8}\n", 2, 28, "loss_scale.init",
+               "'init' applies to mode dynamic, not static", any);
+  expect_error("name: x\nloss_scale: {mode: dynamic, value: 8}\n", 2, 29, "loss_scale.value",
+               "'value' applies to mode static, not dynamic", any);
+  expect_error("name: x\nloss_scale: {mode: dynamic, min: 8, max: 4}\n", 2, 13, "loss_scale",
+               "loss_scale min (8) is above max (4)", any);
+}
+
+}  // namespace
+}  // namespace mpb

@@ -1,0 +1,587 @@
+// Matrix expansion (product order, ids, slugs, exclude/include/baseline),
+// --filter matching, the resolved-config JSON and its hash.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runner/config.h"
+
+namespace mpb {
+namespace {
+
+const char* const kFile = "experiments/m.yaml";
+
+ExperimentConfig load(const std::string& yaml, bool reject_unsupported = true) {
+  LoadOptions options;
+  options.reject_unsupported = reject_unsupported;
+  return load_experiment_from_string(yaml, kFile, options);
+}
+
+std::vector<std::string> ids(const ExperimentConfig& e) {
+  std::vector<std::string> out;
+  for (const auto& cell : e.cells) out.push_back(cell.id);
+  return out;
+}
+
+std::string baseline_id(const ExperimentConfig& e) {
+  std::string id;
+  int count = 0;
+  for (const auto& cell : e.cells) {
+    if (cell.is_baseline) {
+      id = cell.id;
+      ++count;
+    }
+  }
+  EXPECT_EQ(count, 1) << "exactly one cell must be the baseline";
+  return id;
+}
+
+ConfigError error_of(const std::string& yaml, bool reject_unsupported = true) {
+  try {
+    load(yaml, reject_unsupported);
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a ConfigError for:\n" << yaml;
+  return ConfigError("", 0, 0, "", "");
+}
+
+void expect_error(const std::string& yaml, int line, int col, const std::string& key,
+                  const std::string& part, bool reject_unsupported = true) {
+  const ConfigError e = error_of(yaml, reject_unsupported);
+  EXPECT_EQ(e.line(), line) << e.what();
+  EXPECT_EQ(e.col(), col) << e.what();
+  EXPECT_EQ(e.key(), key) << e.what();
+  EXPECT_NE(e.message().find(part), std::string::npos)
+      << "message: " << e.message() << "\nexpected to contain: " << part;
+}
+
+// ---- Expansion ------------------------------------------------------------------------
+
+TEST(Matrix, ProductInWrittenOrderFirstAxisSlowest) {
+  const ExperimentConfig e = load(R"(name: m
+matrix:
+  fusion: [off, on]
+  model.width: [512, 1024]
+  optimizer.kind: [adamw, sgd]
+)");
+  EXPECT_EQ(ids(e), (std::vector<std::string>{
+                        "fusion=off,model.width=512,optimizer.kind=adamw",
+                        "fusion=off,model.width=512,optimizer.kind=sgd",
+                        "fusion=off,model.width=1024,optimizer.kind=adamw",
+                        "fusion=off,model.width=1024,optimizer.kind=sgd",
+                        "fusion=on,model.width=512,optimizer.kind=adamw",
+                        "fusion=on,model.width=512,optimizer.kind=sgd",
+                        "fusion=on,model.width=1024,optimizer.kind=adamw",
+                        "fusion=on,model.width=1024,optimizer.kind=sgd",
+                    }));
+  const Cell& cell = e.cells[6];
+  EXPECT_EQ(cell.config.fusion, "on");
+  EXPECT_EQ(cell.config.model.width, 1024);
+  EXPECT_EQ(cell.config.optimizer.kind, "adamw");
+  EXPECT_EQ(cell.axes,
+            (std::vector<std::pair<std::string, std::string>>{
+                {"fusion", "on"}, {"model.width", "1024"}, {"optimizer.kind", "adamw"}}));
+  EXPECT_EQ(cell.slug, "fusion=on__model.width=1024__optimizer.kind=adamw");
+  EXPECT_EQ(baseline_id(e), e.cells[0].id);  // default: the first cell
+  // The base is untouched by the axes.
+  EXPECT_EQ(e.base.model.width, 1024);
+  EXPECT_EQ(e.base.fusion, "off");
+}
+
+TEST(Matrix, AxisValuesAreCanonical) {
+  const ExperimentConfig e = load(R"(name: m
+matrix:
+  optimizer.lr: [1e-3, 0.01, 2.50, 1.0e-8]
+  fusion: [false, "on"]
+)");
+  EXPECT_EQ(ids(e)[0], "optimizer.lr=0.001,fusion=off");
+  EXPECT_EQ(ids(e)[3], "optimizer.lr=0.01,fusion=on");
+  EXPECT_EQ(ids(e)[4], "optimizer.lr=2.5,fusion=off");
+  EXPECT_EQ(ids(e)[6], "optimizer.lr=1e-8,fusion=off");
+  EXPECT_DOUBLE_EQ(e.cells[6].config.optimizer.lr, 1e-8);
+}
+
+TEST(Matrix, NoMatrixIsOneBaseCell) {
+  for (const char* yaml : {"name: m\n", "name: m\nmatrix:\n", "name: m\nmatrix: {}\n"}) {
+    const ExperimentConfig e = load(yaml);
+    ASSERT_EQ(e.cells.size(), 1u) << yaml;
+    EXPECT_EQ(e.cells[0].id, "base");
+    EXPECT_TRUE(e.cells[0].is_baseline);
+  }
+}
+
+TEST(Matrix, AnyScalarKeyIsAnAxis) {
+  const ExperimentConfig e = load(R"(name: m
+batch_size: 96
+matrix:
+  seed: [1, 2]
+  steps: [10, 20]
+  accumulation: [1, 3]
+  data.classes: [2, 10]
+  model.activation: [relu]
+  checkpoint_k: [4]
+  loss_scale.growth_interval: [100]
+)");
+  EXPECT_EQ(e.cells.size(), 16u);
+  EXPECT_EQ(e.cells.back().id,
+            "seed=2,steps=20,accumulation=3,data.classes=10,model.activation=relu,checkpoint_k=4,"
+            "loss_scale.growth_interval=100");
+  EXPECT_EQ(e.cells.back().config.seed, 2u);
+  EXPECT_EQ(e.cells.back().config.data.classes, 10);
+  EXPECT_EQ(e.cells.back().config.loss_scale.growth_interval, 100);
+}
+
+TEST(Matrix, AxisValuesAreValidatedAtTheirPosition) {
+  expect_error("name: m\nmatrix:\n  model.width: [512, abc]\n", 3, 22, "matrix.model.width[1]",
+               "expected an integer, got 'abc'");
+  expect_error("name: m\nmatrix:\n  optimizer.lr: [0.1, 0]\n", 3, 23, "matrix.optimizer.lr[1]",
+               "must be > 0, got 0");
+  expect_error("name: m\nmatrix:\n  fusion: [off, maybe]\n", 3, 17, "matrix.fusion[1]",
+               "expected one of off, on, got 'maybe'");
+  expect_error("name: m\nmatrix:\n  precision:\n    - fp32\n    - fp33\n", 5, 7,
+               "matrix.precision[1]", "unknown precision 'fp33'");
+  expect_error("name: m\nmatrix:\n  steps: [{a: 1}]\n", 3, 11, "matrix.steps[0]",
+               "expected an integer, got a map");
+}
+
+TEST(Matrix, EmptyAxisOrNotAList) {
+  expect_error("name: m\nmatrix:\n  precision: []\n", 3, 14, "matrix.precision",
+               "the axis has no values");
+  expect_error("name: m\nmatrix:\n  fusion: on\n", 3, 11, "matrix.fusion",
+               "expected a list of values");
+  expect_error("name: m\nmatrix:\n  fusion:\n", 3, 3, "matrix.fusion", "expected a list of values");
+  expect_error("name: m\nmatrix: [fusion]\n", 2, 9, "matrix", "expected a map of axis");
+}
+
+TEST(Matrix, DuplicateValuesWouldDuplicateIds) {
+  expect_error("name: m\nmatrix:\n  fusion: [off, on, false]\n", 3, 21, "matrix.fusion[2]",
+               "duplicate value 'off' (same as matrix.fusion[0])");
+  expect_error("name: m\nmatrix:\n  optimizer.lr: [0.001, 1e-3]\n", 3, 25, "matrix.optimizer.lr[1]",
+               "duplicate value '0.001'");
+}
+
+TEST(Matrix, TooManyCells) {
+  std::string values;
+  for (int i = 1; i <= 400; ++i) values += (i > 1 ? ", " : "") + std::to_string(i);
+  const ConfigError e =
+      error_of("name: m\nmatrix:\n  seed: [" + values + "]\n  model.width: [" + values + "]\n");
+  EXPECT_NE(e.message().find("more than 100000 cells"), std::string::npos) << e.what();
+}
+
+// ---- Exclude ------------------------------------------------------------------------
+
+TEST(Exclude, DropsCellsMatchingEveryKeyOfAnEntry) {
+  const ExperimentConfig e = load(R"(name: m
+matrix:
+  fusion: [off, on]
+  optimizer.lr: [0.001, 0.01]
+  model.width: [64, 128]
+exclude:
+  - {fusion: on, optimizer.lr: 1e-3}   # 1e-3 matches 0.001
+  - {model.width: 128, optimizer.lr: 0.01}
+)");
+  EXPECT_EQ(ids(e), (std::vector<std::string>{
+                        "fusion=off,optimizer.lr=0.001,model.width=64",
+                        "fusion=off,optimizer.lr=0.001,model.width=128",
+                        "fusion=off,optimizer.lr=0.01,model.width=64",
+                        "fusion=on,optimizer.lr=0.01,model.width=64",
+                    }));
+}
+
+TEST(Exclude, KeyThatIsNotAnAxisMatchesTheResolvedConfig) {
+  const ExperimentConfig e = load(R"(name: m
+batch_size: 96
+matrix:
+  accumulation: [1, 5, 3]
+exclude:
+  - {accumulation: 5, batch_size: 96}   # 96 is not divisible by 5: dropped before checks
+)");
+  EXPECT_EQ(ids(e), (std::vector<std::string>{"accumulation=1", "accumulation=3"}));
+}
+
+TEST(Exclude, ZeroCellsLeftIsAnError) {
+  expect_error("name: m\nmatrix:\n  fusion: [off, on]\nexclude:\n  - {optimizer.kind: adamw}\n", 5,
+               3, "exclude", "the matrix expands to zero cells after excludes");
+  expect_error("name: m\nexclude:\n  - {fusion: off}\n", 3, 3, "exclude", "zero cells");
+}
+
+TEST(Exclude, BadEntries) {
+  expect_error("name: m\nmatrix:\n  fusion: [off, on]\nexclude:\n  - {fuson: on}\n", 5, 6,
+               "exclude[0].fuson", "unknown key 'fuson'; did you mean 'fusion'?");
+  expect_error("name: m\nmatrix:\n  fusion: [off, on]\nexclude:\n  - {fusion: maybe}\n", 5, 14,
+               "exclude[0].fusion", "expected one of off, on");
+  expect_error("name: m\nexclude: {fusion: on}\n", 2, 10, "exclude", "expected a list of maps");
+  expect_error("name: m\nexclude:\n  - {}\n", 3, 5, "exclude[0]", "got an empty map");
+}
+
+TEST(Exclude, UnsupportedValuesThatNoCellRunsAreFine) {
+  const ExperimentConfig e = load(R"(name: m
+matrix:
+  precision: [fp32, tf32]
+  fusion: [off, on]
+exclude:
+  - {precision: tf32}
+)");
+  EXPECT_EQ(ids(e),
+            (std::vector<std::string>{"precision=fp32,fusion=off", "precision=fp32,fusion=on"}));
+}
+
+// ---- Include ----------------------------------------------------------------------
+
+TEST(Include, AppendsBasePlusItsKeysInWrittenOrder) {
+  const ExperimentConfig e = load(R"(name: m
+batch_size: 256
+matrix:
+  fusion: [off, on]
+  model.width: [64, 128]
+include:
+  - {batch_size: 512, fusion: on}
+  - {optimizer.lr: 1e-2}
+)");
+  ASSERT_EQ(e.cells.size(), 6u);
+  const Cell& first = e.cells[4];
+  EXPECT_EQ(first.id, "batch_size=512,fusion=on");
+  EXPECT_EQ(first.slug, "batch_size=512__fusion=on");
+  EXPECT_EQ(first.config.batch_size, 512);
+  EXPECT_EQ(first.config.fusion, "on");
+  EXPECT_EQ(first.config.model.width, 1024);  // the base, not a matrix value
+  EXPECT_EQ(e.cells[5].id, "optimizer.lr=0.01");
+  EXPECT_EQ(e.cells[5].config.fusion, "off");
+}
+
+TEST(Include, MayAddBackAnExcludedCell) {
+  const ExperimentConfig e = load(R"(name: m
+matrix:
+  fusion: [off, on]
+  model.width: [64, 128]
+exclude:
+  - {fusion: on}
+include:
+  - {model.width: 64, fusion: on}
+)");
+  EXPECT_EQ(ids(e),
+            (std::vector<std::string>{"fusion=off,model.width=64", "fusion=off,model.width=128",
+                                      "model.width=64,fusion=on"}));
+}
+
+TEST(Include, WithoutAMatrix) {
+  const ExperimentConfig e = load("name: m\ninclude:\n  - {fusion: on}\n");
+  EXPECT_EQ(ids(e), (std::vector<std::string>{"base", "fusion=on"}));
+}
+
+TEST(Include, EqualToAnExistingCellIsADuplicate) {
+  // Same keys in another order: same configuration.
+  expect_error(R"(name: m
+matrix:
+  fusion: [off, on]
+  model.width: [64, 128]
+include:
+  - {model.width: 128, fusion: on}
+)",
+               6, 5, "include[0]",
+               "duplicate cell: 'model.width=128,fusion=on' has the same configuration as "
+               "'fusion=on,model.width=128'");
+  // Same id.
+  expect_error("name: m\nmatrix:\n  fusion: [off, on]\ninclude:\n  - {fusion: on}\n", 5, 5,
+               "include[0]", "duplicate cell id 'fusion=on'");
+  // A key set to the base value is the base cell.
+  expect_error("name: m\ninclude:\n  - {steps: 60}\n", 3, 5, "include[0]",
+               "duplicate cell: 'steps=60' has the same configuration as 'base'");
+}
+
+TEST(Include, BadEntries) {
+  expect_error("name: m\ninclude:\n  - {batch_sise: 512}\n", 3, 6, "include[0].batch_sise",
+               "did you mean 'batch_size'?");
+  expect_error("name: m\ninclude:\n  - {batch_size: 0}\n", 3, 18, "include[0].batch_size",
+               "must be >= 1, got 0");
+  expect_error("name: m\ninclude:\n  - fusion\n", 3, 5, "include[0]", "expected a map");
+}
+
+// ---- Per-cell checks --------------------------------------------------------------
+
+TEST(CellChecks, AccumulationMustDivideBatchSizeNamesTheCell) {
+  expect_error("name: m\nbatch_size: 256\nmatrix:\n  accumulation: [1, 3]\n", 4, 21,
+               "matrix.accumulation[1]",
+               "cell 'accumulation=3': batch_size (256) is not divisible by accumulation (3)");
+  expect_error("name: m\naccumulation: 3\nbatch_size: 96\nmatrix:\n  batch_size: [96, 100]\n", 5,
+               20, "matrix.batch_size[1]",
+               "cell 'batch_size=100': batch_size (100) is not divisible");
+  expect_error("name: m\naccumulation: 3\nbatch_size: 96\ninclude:\n  - {batch_size: 64}\n", 5, 18,
+               "include[0].batch_size", "cell 'batch_size=64'");
+}
+
+TEST(CellChecks, WarmupBelowStepsNamesTheCell) {
+  expect_error("name: m\nwarmup_steps: 5\nmatrix:\n  steps: [100, 5]\n", 4, 16, "matrix.steps[1]",
+               "cell 'steps=5': warmup_steps (5) must be less than steps (5)");
+}
+
+TEST(CellChecks, UnsupportedValueNamesItsPosition) {
+  expect_error("name: m\nmatrix:\n  fusion: [off, on]\n  checkpointing: [off, sqrt]\n", 4, 24,
+               "matrix.checkpointing[1]", "checkpointing 'sqrt' is not supported yet");
+}
+
+// ---- Baseline ----------------------------------------------------------------------
+
+TEST(Baseline, MatchesExactlyOneCell) {
+  const ExperimentConfig e = load(R"(name: m
+matrix:
+  fusion: [off, on]
+  model.width: [64, 128]
+baseline: {fusion: on, model.width: 64}
+)");
+  EXPECT_EQ(baseline_id(e), "fusion=on,model.width=64");
+}
+
+TEST(Baseline, CanUseCanonicalValuesAndNonAxisKeys) {
+  const ExperimentConfig e = load(R"(name: m
+matrix:
+  optimizer.lr: [0.001, 0.01]
+include:
+  - {optimizer.lr: 0.001, batch_size: 512}
+baseline: {optimizer.lr: 1e-3, batch_size: 256}
+)");
+  EXPECT_EQ(baseline_id(e), "optimizer.lr=0.001");
+}
+
+TEST(Baseline, CanBeAnIncludeCell) {
+  const ExperimentConfig e = load(R"(name: m
+matrix:
+  fusion: [off, on]
+include:
+  - {fusion: on, batch_size: 512}
+baseline: {batch_size: 512}
+)");
+  EXPECT_EQ(baseline_id(e), "fusion=on,batch_size=512");
+}
+
+TEST(Baseline, MatchingNoCellOrManyIsAnError) {
+  expect_error("name: m\nmatrix:\n  fusion: [off, on]\nbaseline: {model.width: 64}\n", 4, 11,
+               "baseline", "{model.width: 64} matches no cell (cells: 'fusion=off', 'fusion=on')");
+  expect_error(
+      "name: m\nmatrix:\n  fusion: [off, on]\n  model.width: [64, 128]\nbaseline: {fusion: off}\n",
+      5, 11, "baseline",
+      "{fusion: off} matches 2 cells ('fusion=off,model.width=64', 'fusion=off,model.width=128')");
+}
+
+TEST(Baseline, BadEntries) {
+  expect_error("name: m\nbaseline: {precison: fp32}\n", 2, 12, "baseline.precison",
+               "did you mean 'precision'?");
+  expect_error("name: m\nbaseline: fp32\n", 2, 11, "baseline", "expected a map");
+}
+
+// ---- loss_scale as an axis (not supported yet, so with the table off) ----------------
+
+TEST(LossScaleAxis, StringNumberAndMapValues) {
+  const ExperimentConfig e = load(R"(name: m
+matrix:
+  loss_scale: [none, dynamic, 1024, {mode: dynamic, init: 1024, growth_interval: 100}, static]
+)",
+                                  false);
+  EXPECT_EQ(ids(e), (std::vector<std::string>{
+                        "loss_scale=none", "loss_scale=dynamic", "loss_scale=static{value:1024}",
+                        "loss_scale=dynamic{init:1024;growth_interval:100}", "loss_scale=static"}));
+  EXPECT_EQ(e.cells[3].slug, "loss_scale=dynamic_init_1024_growth_interval_100_");
+  EXPECT_DOUBLE_EQ(e.cells[2].config.loss_scale.value, 1024.0);
+  EXPECT_EQ(e.cells[3].config.loss_scale.growth_interval, 100);
+}
+
+TEST(LossScaleAxis, ValueReplacesTheWholeLossScale) {
+  const ExperimentConfig e = load(R"(name: m
+loss_scale: {mode: dynamic, init: 1024}
+matrix:
+  loss_scale: [dynamic, none]
+)",
+                                  false);
+  EXPECT_DOUBLE_EQ(e.cells[0].config.loss_scale.init, 65536.0);
+}
+
+TEST(LossScaleAxis, SameScaleWrittenTwoWaysIsADuplicate) {
+  const ConfigError e = error_of("name: m\nmatrix:\n  loss_scale: [static, 65536]\n", false);
+  EXPECT_EQ(e.key(), "matrix.loss_scale[1]");
+  EXPECT_NE(e.message().find("duplicate value 'static'"), std::string::npos) << e.what();
+}
+
+TEST(LossScaleAxis, ErrorsInsideAMapValue) {
+  expect_error("name: m\nmatrix:\n  loss_scale: [none, {mode: dynamic, inti: 8}]\n", 3, 38,
+               "matrix.loss_scale[1].inti", "did you mean 'loss_scale.init'?", false);
+  expect_error("name: m\nmatrix:\n  loss_scale: [none, dynamic]\n", 3, 22, "matrix.loss_scale[1]",
+               "loss_scale mode 'dynamic' is not supported yet");
+}
+
+// ---- cell_matches_filter ----------------------------------------------------------
+
+Cell filter_cell() {
+  return load(R"(name: m
+matrix:
+  fusion: [off, on]
+  optimizer.lr: [0.001, 0.01]
+)")
+      .cells[1];  // fusion=off,optimizer.lr=0.01
+}
+
+TEST(Filter, MatchesAxesCanonically) {
+  const Cell cell = filter_cell();
+  ASSERT_EQ(cell.id, "fusion=off,optimizer.lr=0.01");
+  EXPECT_TRUE(cell_matches_filter(cell, "fusion=off"));
+  EXPECT_TRUE(cell_matches_filter(cell, "fusion=false"));
+  EXPECT_TRUE(cell_matches_filter(cell, "optimizer.lr=1e-2"));
+  EXPECT_TRUE(cell_matches_filter(cell, " fusion = off , optimizer.lr=0.010 "));
+  EXPECT_FALSE(cell_matches_filter(cell, "fusion=on"));
+  EXPECT_FALSE(cell_matches_filter(cell, "fusion=off,optimizer.lr=0.001"));
+}
+
+TEST(Filter, NonAxisKeysMatchTheResolvedConfig) {
+  const Cell cell = filter_cell();
+  EXPECT_TRUE(cell_matches_filter(cell, "precision=fp32"));
+  EXPECT_TRUE(cell_matches_filter(cell, "model.width=1024,fusion=off"));
+  EXPECT_TRUE(cell_matches_filter(cell, "loss_scale=none"));
+  EXPECT_FALSE(cell_matches_filter(cell, "precision=tf32"));
+  EXPECT_FALSE(cell_matches_filter(cell, "batch_size=512"));
+}
+
+TEST(Filter, EmptyFilterMatchesEverything) {
+  EXPECT_TRUE(cell_matches_filter(filter_cell(), ""));
+  EXPECT_TRUE(cell_matches_filter(filter_cell(), "  "));
+}
+
+TEST(Filter, MalformedThrowsInvalidArgument) {
+  const Cell cell = filter_cell();
+  for (const char* bad : {"fusion", "=on", "fusion=", "fusion=on,", "fusion=on,,steps=1",
+                          "fushion=on", "optimizer.lr=abc", "fusion=maybe", "steps=0"}) {
+    EXPECT_THROW(cell_matches_filter(cell, bad), std::invalid_argument) << bad;
+  }
+  // A bad later term is reported even when an earlier term already fails to match.
+  EXPECT_THROW(cell_matches_filter(cell, "fusion=on,steps=x"), std::invalid_argument);
+  try {
+    cell_matches_filter(cell, "fushion=on");
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'fusion'?"), std::string::npos) << e.what();
+  }
+  try {
+    cell_matches_filter(cell, "precision");
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("is not key=value"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Filter, PolicyPrecisionWithCommas) {
+  Cell cell;
+  cell.config.precision = "params=float32,compute=float16";
+  cell.axes = {{"precision", "params=float32,compute=float16"}, {"fusion", "on"}};
+  EXPECT_TRUE(cell_matches_filter(cell, "precision=params=float32,compute=float16,fusion=on"));
+  EXPECT_FALSE(cell_matches_filter(cell, "precision=params=float32,compute=bfloat16"));
+}
+
+TEST(Filter, LossScaleInItsCanonicalForm) {
+  Cell cell;
+  cell.config.loss_scale.mode = "dynamic";
+  cell.config.loss_scale.init = 1024;
+  cell.axes = {{"loss_scale", "dynamic{init:1024}"}};
+  EXPECT_TRUE(cell_matches_filter(cell, "loss_scale=dynamic{init:1024}"));
+  EXPECT_FALSE(cell_matches_filter(cell, "loss_scale=dynamic"));
+  EXPECT_TRUE(cell_matches_filter(cell, "loss_scale.init=1024"));
+}
+
+// ---- Canonical values, slugs --------------------------------------------------------
+
+TEST(Canonical, ValueStrings) {
+  EXPECT_EQ(canonical_value_string("optimizer.lr", "1e-3"), "0.001");
+  EXPECT_EQ(canonical_value_string("optimizer.lr", "+1.50"), "1.5");
+  EXPECT_EQ(canonical_value_string("optimizer.eps", "1.0e-8"), "1e-8");
+  EXPECT_EQ(canonical_value_string("optimizer.grad_clip", "-0.0"), "0");
+  EXPECT_EQ(canonical_value_string("loss_scale.max", "1e20"), "1e20");
+  EXPECT_EQ(canonical_value_string("steps", "+60"), "60");
+  EXPECT_EQ(canonical_value_string("fusion", "true"), "on");
+  EXPECT_EQ(canonical_value_string("checkpointing", "false"), "off");
+  EXPECT_EQ(canonical_value_string("loss_scale", "4096"), "static{value:4096}");
+  EXPECT_EQ(canonical_value_string("loss_scale", "static"), "static");
+  EXPECT_EQ(canonical_value_string("precision", "p=f32, c=f16"), "p=f32,c=f16");
+  EXPECT_THROW(canonical_value_string("optimizer.lr", "fast"), std::invalid_argument);
+  EXPECT_THROW(canonical_value_string("nope", "1"), std::invalid_argument);
+
+  CellConfig config;
+  EXPECT_EQ(config_value_string(config, "optimizer.lr"), "0.001");
+  EXPECT_EQ(config_value_string(config, "seed"), "1");
+  EXPECT_EQ(config_value_string(config, "loss_scale"), "none");
+  config.loss_scale.mode = "dynamic";
+  config.loss_scale.hysteresis = 2;
+  EXPECT_EQ(config_value_string(config, "loss_scale"), "dynamic{hysteresis:2}");
+  EXPECT_THROW(config_value_string(config, "name"), std::invalid_argument);
+}
+
+TEST(Canonical, Slug) {
+  EXPECT_EQ(cell_slug("precision=fp32,fusion=off,model.width=512"),
+            "precision=fp32__fusion=off__model.width=512");
+  EXPECT_EQ(cell_slug("base"), "base");
+  EXPECT_EQ(cell_slug("loss_scale=static{value:1024}"), "loss_scale=static_value_1024_");
+  EXPECT_EQ(cell_slug("a=b/c d"), "a=b_c_d");
+  EXPECT_EQ(cell_slug("optimizer.lr=1e-8"), "optimizer.lr=1e-8");
+}
+
+// ---- JSON and hash -----------------------------------------------------------------
+
+TEST(ConfigJson, MirrorsTheYaml) {
+  CellConfig config;
+  config.seed = 42;
+  config.model.width = 64;
+  config.optimizer.lr = 0.5;
+  const nlohmann::json j = cell_config_to_json(config);
+  EXPECT_EQ(j["seed"], 42u);
+  EXPECT_EQ(j["steps"], 60);
+  EXPECT_EQ(j["precision"], "fp32");
+  EXPECT_EQ(j["fusion"], "off");
+  EXPECT_EQ(j["checkpointing"], "off");
+  EXPECT_EQ(j["model"]["width"], 64);
+  EXPECT_EQ(j["model"]["activation"], "gelu");
+  EXPECT_EQ(j["data"]["classes"], 16);
+  EXPECT_DOUBLE_EQ(j["optimizer"]["lr"].get<double>(), 0.5);
+  EXPECT_TRUE(j["optimizer"]["lr"].is_number_float());
+  EXPECT_TRUE(j["model"]["width"].is_number_integer());
+  // loss_scale is always the full map, even when mode is none.
+  const nlohmann::json& ls = j["loss_scale"];
+  ASSERT_TRUE(ls.is_object());
+  EXPECT_EQ(ls["mode"], "none");
+  for (const char* key : {"value", "init", "growth_factor", "backoff_factor", "growth_interval",
+                          "min", "max", "hysteresis"}) {
+    EXPECT_TRUE(ls.contains(key)) << key;
+  }
+}
+
+TEST(ConfigJson, HasEveryKeyOfTheSchema) {
+  const CellConfig
+      defaults;  // a named object: GCC 12 -O2 warns falsely on a CellConfig{} temporary
+  const nlohmann::json j = cell_config_to_json(defaults);
+  EXPECT_EQ(j.size(), 15u);
+  EXPECT_EQ(j["model"].size(), 5u);
+  EXPECT_EQ(j["data"].size(), 5u);
+  EXPECT_EQ(j["optimizer"].size(), 8u);
+  EXPECT_EQ(j["loss_scale"].size(), 9u);
+}
+
+TEST(ConfigHash, Fnv1a64OfTheDump) {
+  // Expected values from an independent FNV-1a 64 over the dump() text.
+  EXPECT_EQ(config_hash(nlohmann::json::object()), "08f44b07b5901a25");  // "{}"
+  EXPECT_EQ(config_hash(nlohmann::json{{"a", 1}}), "9c3e82dd6fcae8b1");  // {"a":1}
+  EXPECT_EQ(config_hash(nlohmann::json("a")), "d4272417d7c77eea");       // "\"a\""
+  // Key order as built does not matter: objects dump sorted.
+  nlohmann::json j;
+  j["b"] = {1, 2.5, "x"};
+  j["a"] = nullptr;
+  EXPECT_EQ(config_hash(j), "99e7b20a8ea72c23");  // {"a":null,"b":[1,2.5,"x"]}
+}
+
+TEST(ConfigHash, OfCellConfigs) {
+  const CellConfig defaults;
+  const std::string h = config_hash(cell_config_to_json(defaults));
+  EXPECT_EQ(h.size(), 16u);
+  EXPECT_EQ(h.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_EQ(h, config_hash(cell_config_to_json(defaults)));
+  CellConfig other;
+  other.optimizer.lr = 0.002;
+  EXPECT_NE(h, config_hash(cell_config_to_json(other)));
+}
+
+}  // namespace
+}  // namespace mpb
