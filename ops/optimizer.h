@@ -26,6 +26,21 @@ MPB_HD inline void adamw_param(float& p, float m, float v, const AdamWStep& s) {
   p = p * s.decay - (s.lr / s.bias1) * (m / denom);
 }
 
+// The per-step constants, computed once on the host in double and rounded to
+// fp32, so both backends feed the element update identical numbers.
+inline AdamWStep make_adamw_step(float lr, float beta1, float beta2, float eps, float weight_decay, long long step) {
+  double t = static_cast<double>(step);
+  AdamWStep s{};
+  s.lr = lr;
+  s.beta1 = beta1;
+  s.beta2 = beta2;
+  s.eps = eps;
+  s.decay = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);
+  s.bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), t));
+  s.bias2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(beta2), t)));
+  return s;
+}
+
 // SGD with momentum and coupled weight decay (torch.optim.SGD, dampening 0).
 struct SgdStep {
   float lr, momentum, weight_decay;
