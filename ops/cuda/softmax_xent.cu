@@ -1,0 +1,224 @@
+// Softmax cross-entropy and accuracy on the GPU: one block per row, fp32 row
+// max and sum-of-exp reduced in a fixed order, the per-element math from
+// ops/softmax_xent.h. Row losses are summed into a double in a fixed order by
+// a single block, so the returned loss is bit-reproducible.
+#include <cmath>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_device_impl.h"
+#include "ops/cuda/kernel_util.cuh"
+#include "ops/dtype_io.h"
+#include "ops/softmax_xent.h"
+
+namespace mpb::cuda {
+
+namespace {
+
+using scalar::load_f32;
+using scalar::store_f32;
+
+// One block per row. Writes the row's loss (NaN for an out-of-range label,
+// which also raises kFlagBadLabel) and either probs (forward) or dlogits (fused).
+// The probability expression is the same in both modes and the same as the
+// CPU's, so fused and unfused dlogits agree bit for bit.
+__global__ void xent_rows_kernel(const void* logits, DType lt, const int32_t* labels, int64_t C, float* probs,
+                                 void* dlogits, DType dt, float grad_scale, float* row_loss, int* flags) {
+  __shared__ float smem[kWarps];
+  const int64_t r = blockIdx.x;
+  const int64_t base = r * C;
+  const int32_t label = labels[r];
+  const bool bad = label < 0 || static_cast<int64_t>(label) >= C;
+  // Read before the reductions' barriers: the output may alias the logits
+  // (in place), and the last pass overwrites them.
+  const float x_label = (threadIdx.x == 0 && !bad) ? load_f32(logits, lt, base + label) : 0.0f;
+
+  float local_max = -INFINITY;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) local_max = fmaxf(local_max, load_f32(logits, lt, base + c));
+  const float row_max = block_reduce(local_max, -INFINITY, MaxOp{}, smem);
+
+  float local_sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) local_sum += expf(load_f32(logits, lt, base + c) - row_max);
+  const float sum_exp = block_reduce(local_sum, 0.0f, SumOp{}, smem);
+
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    const float prob = expf(load_f32(logits, lt, base + c) - row_max) / sum_exp;
+    if (probs != nullptr)
+      probs[base + c] = prob;
+    else
+      store_f32(dlogits, dt, base + c, scalar::xent_grad(prob, c == label, grad_scale));
+  }
+  if (threadIdx.x == 0) {
+    if (bad) {
+      raise_flag(flags, kFlagBadLabel);
+      row_loss[r] = NAN;
+    } else {
+      row_loss[r] = scalar::xent_row_loss(x_label, row_max, sum_exp);
+    }
+  }
+}
+
+// Sum of the row losses in double: thread i adds rows i, i+kThreads, ... in
+// order, then a fixed tree. One block.
+__global__ void sum_rows_kernel(const float* row_loss, int64_t rows, double* out) {
+  __shared__ double smem[kWarps];
+  double acc = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) acc += static_cast<double>(row_loss[r]);
+  const double total = block_reduce(acc, 0.0, SumOp{}, smem);
+  if (threadIdx.x == 0) *out = total;
+}
+
+__global__ void xent_backward_kernel(void* dlogits, DType dt, const float* probs, const int32_t* labels, int64_t rows,
+                                     int64_t C, float grad_scale, int* flags) {
+  const int64_t n = rows * C;
+  // (r, c) advance by a constant per grid stride: no 64-bit division per element.
+  const int64_t stride = grid_threads();
+  const int64_t step_r = stride / C, step_c = stride - step_r * C;
+  int64_t i = global_thread();
+  int64_t r = i / C, c = i - r * C;
+  for (; i < n; i += stride, r += step_r, c += step_c) {
+    if (c >= C) {
+      c -= C;
+      ++r;
+    }
+    const int32_t label = labels[r];
+    if (c == 0 && (label < 0 || static_cast<int64_t>(label) >= C)) raise_flag(flags, kFlagBadLabel);
+    store_f32(dlogits, dt, i, scalar::xent_grad(probs[i], c == label, grad_scale));
+  }
+}
+
+// Argmax per row with the CPU's sequential semantics: the first index whose
+// value is strictly greater than every earlier one, starting from element 0.
+// So ties go to the lowest index, NaNs never win, and a NaN in element 0 makes
+// the answer 0. In parallel: each thread keeps its best non-NaN (value,
+// index), combined by (greater value, then lower index); element 0 being NaN
+// is checked separately.
+struct ArgMax {
+  float v;
+  int64_t i;  // -1: no candidate yet
+};
+
+__device__ inline ArgMax better(ArgMax a, ArgMax b) {
+  if (b.i < 0) return a;
+  if (a.i < 0) return b;
+  return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
+}
+
+__global__ void count_correct_kernel(const void* logits, DType lt, const int32_t* labels, int64_t C,
+                                     unsigned long long* correct, int* flags) {
+  __shared__ float sv[kWarps];
+  __shared__ int64_t si[kWarps];
+  const int64_t r = blockIdx.x;
+  const int64_t base = r * C;
+  ArgMax best{0.0f, -1};
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    const float v = load_f32(logits, lt, base + c);
+    if (!isnan(v) && (best.i < 0 || v > best.v)) best = ArgMax{v, c};  // c increases: ties keep the earlier
+  }
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  for (int off = 16; off > 0; off >>= 1) {
+    ArgMax other{__shfl_down_sync(0xffffffffu, best.v, off), __shfl_down_sync(0xffffffffu, best.i, off)};
+    best = better(best, other);
+  }
+  if (lane == 0) {
+    sv[warp] = best.v;
+    si[warp] = best.i;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    best = lane < static_cast<unsigned>(kWarps) ? ArgMax{sv[lane], si[lane]} : ArgMax{0.0f, -1};
+    for (int off = 16; off > 0; off >>= 1) {
+      ArgMax other{__shfl_down_sync(0xffffffffu, best.v, off), __shfl_down_sync(0xffffffffu, best.i, off)};
+      best = better(best, other);
+    }
+    if (lane == 0) {
+      const int64_t arg = (best.i < 0 || isnan(load_f32(logits, lt, base))) ? 0 : best.i;
+      const int32_t label = labels[r];
+      if (label < 0 || static_cast<int64_t>(label) >= C) raise_flag(flags, kFlagBadLabel);
+      if (arg == static_cast<int64_t>(label)) atomicAdd(correct, 1ull);  // integer adds: order-independent
+    }
+  }
+}
+
+void check_xent(const char* op, const Tensor& logits, const Tensor& labels, const Tensor& out) {
+  require(is_float(logits.dtype), op, "float logits expected");
+  require(labels.dtype == DType::I32 && labels.numel() == logits.rows(), op, "labels must be int32 [rows]");
+  require(out.numel() == logits.numel(), op, "output must match logits");
+  require(logits.rows() <= 0x7FFFFFFF, op, "too many rows for one grid");
+}
+
+}  // namespace
+
+double CudaDevice::softmax_xent_forward(const Tensor& probs, const Tensor& logits, const Tensor& labels) {
+  check_xent("softmax_xent_forward", logits, labels, probs);
+  require(probs.dtype == DType::F32, "softmax_xent_forward", "probs must be fp32");
+  require(probs.data != logits.data || logits.dtype == DType::F32, "softmax_xent_forward",
+          "in-place probs need fp32 logits");
+  const int64_t B = logits.rows(), C = logits.cols();
+  if (B == 0 || C == 0) return 0.0;
+  auto* row_loss = static_cast<float*>(scratch(kScratchReduce, static_cast<size_t>(B) * sizeof(float)));
+  auto* total = static_cast<double*>(scratch(kScratchResult, sizeof(double)));
+  xent_rows_kernel<<<static_cast<unsigned>(B), kThreads, 0, stream()>>>(
+      logits.data, logits.dtype, static_cast<const int32_t*>(labels.data), C, static_cast<float*>(probs.data),
+      nullptr, DType::F32, 0.0f, row_loss, device_flags());
+  MPB_CHECK_LAUNCH("xent_rows_kernel(forward)");
+  sum_rows_kernel<<<1, kThreads, 0, stream()>>>(row_loss, B, total);
+  MPB_CHECK_LAUNCH("sum_rows_kernel");
+  double host = 0.0;
+  read_back(&host, total, sizeof(host), "softmax_xent_forward");
+  return host;
+}
+
+void CudaDevice::softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
+                                       float grad_scale) {
+  check_xent("softmax_xent_backward", probs, labels, dlogits);
+  require(probs.dtype == DType::F32, "softmax_xent_backward", "probs must be fp32");
+  require(is_float(dlogits.dtype), "softmax_xent_backward", "float dlogits expected");
+  const int64_t B = probs.rows(), C = probs.cols();
+  if (B == 0 || C == 0) return;
+  xent_backward_kernel<<<elementwise_grid(B * C), kThreads, 0, stream()>>>(
+      dlogits.data, dlogits.dtype, static_cast<const float*>(probs.data), static_cast<const int32_t*>(labels.data), B,
+      C, grad_scale, device_flags());
+  MPB_CHECK_LAUNCH("xent_backward_kernel");
+}
+
+double CudaDevice::softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
+                                      float grad_scale) {
+  check_xent("softmax_xent_fused", logits, labels, dlogits);
+  require(is_float(dlogits.dtype), "softmax_xent_fused", "float dlogits expected");
+  const int64_t B = logits.rows(), C = logits.cols();
+  if (B == 0 || C == 0) return 0.0;
+  // In place works (each element is read and written by one thread, after the
+  // row's reductions) as long as the elements have the same size.
+  require(dlogits.data != logits.data || dlogits.dtype == logits.dtype, "softmax_xent_fused",
+          "in-place dlogits must have the logits' dtype");
+  auto* row_loss = static_cast<float*>(scratch(kScratchReduce, static_cast<size_t>(B) * sizeof(float)));
+  auto* total = static_cast<double*>(scratch(kScratchResult, sizeof(double)));
+  xent_rows_kernel<<<static_cast<unsigned>(B), kThreads, 0, stream()>>>(
+      logits.data, logits.dtype, static_cast<const int32_t*>(labels.data), C, nullptr, dlogits.data, dlogits.dtype,
+      grad_scale, row_loss, device_flags());
+  MPB_CHECK_LAUNCH("xent_rows_kernel(fused)");
+  sum_rows_kernel<<<1, kThreads, 0, stream()>>>(row_loss, B, total);
+  MPB_CHECK_LAUNCH("sum_rows_kernel");
+  double host = 0.0;
+  read_back(&host, total, sizeof(host), "softmax_xent_fused");
+  return host;
+}
+
+int64_t CudaDevice::count_correct(const Tensor& logits, const Tensor& labels) {
+  require(is_float(logits.dtype), "count_correct", "float logits expected");
+  require(labels.dtype == DType::I32 && labels.numel() == logits.rows(), "count_correct",
+          "labels must be int32 [rows]");
+  const int64_t B = logits.rows(), C = logits.cols();
+  if (B == 0 || C == 0) return 0;
+  require(B <= 0x7FFFFFFF, "count_correct", "too many rows for one grid");
+  auto* correct = static_cast<unsigned long long*>(scratch(kScratchResult, sizeof(unsigned long long)));
+  MPB_CUDA_CHECK(cudaMemsetAsync(correct, 0, sizeof(unsigned long long), stream()));
+  count_correct_kernel<<<static_cast<unsigned>(B), kThreads, 0, stream()>>>(
+      logits.data, logits.dtype, static_cast<const int32_t*>(labels.data), C, correct, device_flags());
+  MPB_CHECK_LAUNCH("count_correct_kernel");
+  unsigned long long host = 0;
+  read_back(&host, correct, sizeof(host), "count_correct");
+  return static_cast<int64_t>(host);
+}
+
+}  // namespace mpb::cuda
