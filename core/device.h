@@ -81,8 +81,8 @@ struct GemmArgs {
   float alpha = 1.0f;
   float beta = 0.0f;  // 0: overwrite C; 1: accumulate into C
   GemmCompute compute = GemmCompute::F32;
-  Epilogue epilogue = Epilogue::None;
-  Tensor bias;     // [n] fp32, for Bias* epilogues
+  Epilogue epilogue = Epilogue::None;  // requires alpha == 1 and beta == 0
+  Tensor bias;     // [n] any float dtype (the parameter's), for Bias* epilogues
   Tensor pre_act;  // optional [m,n]: receives C before the activation (for backward)
 };
 
@@ -145,12 +145,12 @@ class Device {
   virtual void fill(const Tensor& t, float value) = 0;
   virtual void cast(const Tensor& dst, const Tensor& src) = 0;  // any float dtypes, same numel
   virtual void scale(const Tensor& t, float factor) = 0;        // in place
-  // y[r,:] += bias for every row r (bias fp32 [cols]).
+  // y[r,:] += bias for every row r (bias [cols], any float dtype).
   virtual void add_bias(const Tensor& y, const Tensor& bias) = 0;
   virtual void activation_forward(Activation act, const Tensor& out, const Tensor& in) = 0;
   // din = dout * act'(pre_act)
   virtual void activation_backward(Activation act, const Tensor& din, const Tensor& dout, const Tensor& pre_act) = 0;
-  // db[c] (+)= sum over rows of dy[r,c]; db fp32.
+  // db[c] (+)= sum over rows of dy[r,c], summed in fp32; db any float dtype.
   virtual void bias_grad(const Tensor& db, const Tensor& dy, GradMode mode) = 0;
 
   // --- losses ----------------------------------------------------------------
@@ -171,8 +171,10 @@ class Device {
   virtual ExponentHistogram exponent_histogram(const Tensor& t, int lo, int nbins) = 0;
 
   // --- optimizers (fp32 master weights and state) ------------------------------
-  // grads are multiplied by grad_scale first (unscaling and clipping folded
-  // in). fused: one pass per element over (param, grad, m, v); unfused: one
+  // Parameters are fp32 master weights, or half when a policy has none
+  // (apex O3: each update is rounded to half); gradients any float dtype;
+  // state always fp32. grads are multiplied by grad_scale first (unscaling
+  // and clipping folded in). fused: one pass per element over (param, grad, m, v); unfused: one
   // pass per update equation, as a framework without a fused optimizer runs.
   // Both give bit-identical results (same per-element arithmetic).
   virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,

@@ -1,18 +1,136 @@
 #include "core/precision.h"
 
+#include <map>
+#include <sstream>
 #include <stdexcept>
+#include <vector>
 
 namespace mpb {
 
-PrecisionPolicy resolve_policy(const std::string& precision) {
-  PrecisionPolicy p;
-  p.name = precision;
-  if (precision == "fp32") return p;
-  if (precision == "tf32") {
-    p.gemm = GemmCompute::TF32;
-    return p;
+namespace {
+
+// dtype names JMP accepts, plus half/full.
+bool parse_dtype(const std::string& s, DType& out) {
+  static const std::map<std::string, DType> names = {
+      {"float32", DType::F32}, {"f32", DType::F32}, {"fp32", DType::F32}, {"full", DType::F32},
+      {"float16", DType::F16}, {"f16", DType::F16}, {"fp16", DType::F16}, {"half", DType::F16},
+      {"bfloat16", DType::BF16}, {"bf16", DType::BF16}};
+  auto it = names.find(s);
+  if (it == names.end()) return false;
+  out = it->second;
+  return true;
+}
+
+GemmCompute gemm_for(DType compute) {
+  switch (compute) {
+    case DType::F16: return GemmCompute::F16;
+    case DType::BF16: return GemmCompute::BF16;
+    default: return GemmCompute::F32;
   }
-  throw std::invalid_argument("precision '" + precision + "' is not supported yet");
+}
+
+PrecisionPolicy make(const std::string& name, DType param, bool master, DType compute, DType output) {
+  PrecisionPolicy p;
+  p.name = name;
+  p.param = param;
+  p.master_weights = master;
+  p.compute = compute;
+  p.output = output;
+  p.gemm = gemm_for(compute);
+  return p;
+}
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+const char* kAccepted =
+    "expected fp32, tf32, amp_fp16, amp_bf16, O0-O3, a dtype (float32, float16, bfloat16, half, full) or "
+    "a policy string like params=float32,compute=float16,output=float32";
+
+// Policies that can run but make no sense are errors, not surprises later.
+void check_sensible(const PrecisionPolicy& p, const std::string& text) {
+  auto is_half = [](DType t) { return t == DType::F16 || t == DType::BF16; };
+  std::vector<DType> halves;
+  for (DType t : {p.param, p.compute, p.output})
+    if (is_half(t)) halves.push_back(t);
+  for (DType t : halves)
+    if (t != halves.front())
+      throw std::invalid_argument("precision '" + text +
+                                  "' mixes float16 and bfloat16; casting between them loses range or precision");
+  if (is_half(p.param) && p.compute == DType::F32)
+    throw std::invalid_argument("precision '" + text +
+                                "' stores parameters in half but computes in float32: it saves no compute and "
+                                "loses the parameters' precision");
+}
+
+PrecisionPolicy parse_policy_string(const std::string& text) {
+  // JMP: "params=float32,compute=float16,output=float32", keys p/c/o too;
+  // missing keys default to float32 for params and to compute for output.
+  DType param = DType::F32, compute = DType::F32, output = DType::F32;
+  bool have_param = false, have_compute = false, have_output = false;
+  std::istringstream in(text);
+  for (std::string term; std::getline(in, term, ',');) {
+    term = trim(term);
+    size_t eq = term.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("precision '" + text + "': '" + term + "' is not key=dtype; " + kAccepted);
+    std::string key = trim(term.substr(0, eq)), value = trim(term.substr(eq + 1));
+    DType t;
+    if (!parse_dtype(value, t))
+      throw std::invalid_argument("precision '" + text + "': unknown dtype '" + value +
+                                  "' (expected float32, float16, bfloat16, f32, f16, bf16, half or full)");
+    bool* seen;
+    if (key == "params" || key == "p") param = t, seen = &have_param;
+    else if (key == "compute" || key == "c") compute = t, seen = &have_compute;
+    else if (key == "output" || key == "o") output = t, seen = &have_output;
+    else throw std::invalid_argument("precision '" + text + "': unknown key '" + key + "' (expected params/p, compute/c, output/o)");
+    if (*seen) throw std::invalid_argument("precision '" + text + "': '" + key + "' is given twice");
+    *seen = true;
+  }
+  if (!have_output) output = compute;
+  return make(text, param, param == DType::F32, compute, output);
+}
+
+}  // namespace
+
+std::string PrecisionPolicy::describe() const {
+  return std::string("params=") + dtype_name(param) + ",compute=" + dtype_name(compute) + ",output=" +
+         dtype_name(output) + ",gemm=" + gemm_compute_name(gemm) + ",master=" + (master_weights ? "yes" : "no");
+}
+
+PrecisionPolicy resolve_policy(const std::string& text) {
+  const std::string s = trim(text);
+  PrecisionPolicy p;
+  DType bare;
+  if (s == "fp32" || s == "O0") {
+    p = make(s, DType::F32, true, DType::F32, DType::F32);
+  } else if (s == "tf32") {
+    p = make(s, DType::F32, true, DType::F32, DType::F32);
+    p.gemm = GemmCompute::TF32;
+  } else if (s == "amp_fp16" || s == "O1") {
+    // Autocast: fp32 weights cast to half for the GEMMs, half activations;
+    // softmax/loss/reductions read them in fp32.
+    p = make(s, DType::F32, true, DType::F16, DType::F16);
+  } else if (s == "amp_bf16") {
+    p = make(s, DType::F32, true, DType::BF16, DType::BF16);
+  } else if (s == "O2") {
+    // apex O2: the model itself is half (weights and gradients), the
+    // optimizer steps an fp32 master copy.
+    p = make(s, DType::F16, true, DType::F16, DType::F16);
+  } else if (s == "O3") {
+    // apex O3: pure half, no master weights.
+    p = make(s, DType::F16, false, DType::F16, DType::F16);
+  } else if (parse_dtype(s, bare)) {
+    // JMP: a bare dtype sets all three.
+    p = make(s, bare, bare == DType::F32, bare, bare);
+  } else if (s.find('=') != std::string::npos) {
+    p = parse_policy_string(s);
+  } else {
+    throw std::invalid_argument("unknown precision '" + text + "'; " + kAccepted);
+  }
+  check_sensible(p, text);
+  return p;
 }
 
 }  // namespace mpb

@@ -1,5 +1,7 @@
 // A precision policy: what parameters are stored in, what GEMMs and stored
-// activations compute in, and what the model's output (logits) is.
+// activations compute in, and what the model's output (logits) is; parsed
+// from the presets (fp32, tf32, amp_fp16, amp_bf16), apex opt levels (O0-O3)
+// or JMP-style policy strings (params=float32,compute=float16,output=float32).
 #pragma once
 
 #include <string>
@@ -11,14 +13,24 @@ namespace mpb {
 
 struct PrecisionPolicy {
   std::string name = "fp32";
-  DType param = DType::F32;    // the weights the forward pass reads
+  // The model's parameters as the model holds them (apex/JMP sense). Their
+  // gradients are stored in this dtype too (PyTorch: .grad has the param's dtype).
+  DType param = DType::F32;
+  // An fp32 copy the optimizer updates. Always the parameters themselves when
+  // param is fp32; apex O2 keeps one beside half parameters; O3 and JMP
+  // params=half have none (updates are rounded to half every step).
+  bool master_weights = true;
   DType compute = DType::F32;  // GEMM operands and stored activations
   DType output = DType::F32;   // logits
   GemmCompute gemm = GemmCompute::F32;
-  bool master_weights = true;  // fp32 master copy updated by the optimizer
+
+  DType grad() const { return param; }
+  bool is_mixed() const { return compute != DType::F32; }
+  std::string describe() const;  // "params=float32,compute=bfloat16,output=bfloat16,gemm=bf16,master=yes"
 };
 
-// Resolves a precision value from the config. Throws std::invalid_argument.
+// Resolves a precision value from the config. Throws std::invalid_argument
+// with a message saying what is wrong and what is accepted.
 PrecisionPolicy resolve_policy(const std::string& precision);
 
 }  // namespace mpb

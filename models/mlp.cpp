@@ -12,8 +12,8 @@ namespace {
 struct Layer {
   int in = 0, out = 0;
   bool hidden = true;  // followed by the activation
-  Tensor w, b;         // fp32 master views   [out,in], [out]
-  Tensor dw, db;       // fp32 gradient views
+  Tensor w, b;         // parameter views in the param dtype [out,in], [out]
+  Tensor dw, db;       // gradient views (param dtype)
   Tensor wc;           // the weight the GEMMs read (compute dtype)
   DeviceBuffer pre;    // [B,out] pre-activation (hidden) or logits (last)
   DeviceBuffer act;    // [B,out] activation output (hidden only)
@@ -39,20 +39,28 @@ class Mlp final : public Model {
       layers_.push_back(std::move(L));
       prev = layers_.back().out;
     }
-    params_ = dev.alloc(Shape{offset}, DType::F32, MemCategory::Params);
-    grads_ = dev.alloc(Shape{offset}, DType::F32, MemCategory::Grads);
-    const bool separate_compute_copy = pol_.param != DType::F32;
-    if (separate_compute_copy) compute_w_ = dev.alloc(Shape{offset}, pol_.param, MemCategory::Params);
+    // Storage by policy (core/precision.h):
+    //   master_  fp32 weights the optimizer updates (fp32 params, or O2's copy)
+    //   half_params_  the model's parameters in the param dtype (O2/O3: half;
+    //            otherwise the master buffer itself)
+    //   compute_ the GEMMs' copy in the compute dtype when that differs from
+    //            the param dtype (autocast's cast weights)
+    const bool half_params = pol_.param != DType::F32;
+    if (!half_params || pol_.master_weights) master_ = dev.alloc(Shape{offset}, DType::F32, MemCategory::Params);
+    if (half_params) half_params_ = dev.alloc(Shape{offset}, pol_.param, MemCategory::Params);
+    if (pol_.compute != pol_.param) compute_w_ = dev.alloc(Shape{offset}, pol_.compute, MemCategory::Params);
+    grads_ = dev.alloc(Shape{offset}, pol_.grad(), MemCategory::Grads);
+    const Tensor model_params = half_params ? half_params_.tensor() : master_.tensor();
+    const Tensor gemm_weights = compute_w_.empty() ? model_params : compute_w_.tensor();
     for (size_t l = 0; l < layers_.size(); ++l) {
       Layer& L = layers_[l];
       const ParamInfo& wi = info_[2 * l];
       const ParamInfo& bi = info_[2 * l + 1];
-      L.w = params_.tensor().flat_slice(wi.offset, wi.shape.numel()).reshaped(wi.shape);
-      L.b = params_.tensor().flat_slice(bi.offset, bi.shape.numel());
+      L.w = model_params.flat_slice(wi.offset, wi.shape.numel()).reshaped(wi.shape);
+      L.b = model_params.flat_slice(bi.offset, bi.shape.numel());
       L.dw = grads_.tensor().flat_slice(wi.offset, wi.shape.numel()).reshaped(wi.shape);
       L.db = grads_.tensor().flat_slice(bi.offset, bi.shape.numel());
-      L.wc = separate_compute_copy ? compute_w_.tensor().flat_slice(wi.offset, wi.shape.numel()).reshaped(wi.shape)
-                                   : L.w;
+      L.wc = gemm_weights.flat_slice(wi.offset, wi.shape.numel()).reshaped(wi.shape);
       L.pre = dev.alloc(Shape{B_, L.out}, L.hidden ? pol_.compute : pol_.output, MemCategory::Activations);
       if (L.hidden) L.act = dev.alloc(Shape{B_, L.out}, pol_.compute, MemCategory::Activations);
     }
@@ -69,12 +77,16 @@ class Mlp final : public Model {
            std::to_string(cfg_.hidden_layers) + ")-" + std::to_string(cfg_.classes);
   }
   const std::vector<ParamInfo>& param_info() const override { return info_; }
-  Tensor params() override { return params_.tensor(); }
+  Tensor params() override { return master_.empty() ? half_params_.tensor() : master_.tensor(); }
   Tensor grads() override { return grads_.tensor(); }
   int64_t micro_batch() const override { return B_; }
+  Tensor input() override { return x_c_.tensor(); }
+  void set_probe(ProbeFn probe) override { probe_ = std::move(probe); }
 
   void load_compute_weights() override {
-    if (!compute_w_.empty()) dev_.cast(compute_w_.tensor(), params_.tensor());
+    if (!master_.empty() && !half_params_.empty()) dev_.cast(half_params_.tensor(), master_.tensor());
+    const Tensor model_params = half_params_.empty() ? master_.tensor() : half_params_.tensor();
+    if (!compute_w_.empty()) dev_.cast(compute_w_.tensor(), model_params);
   }
 
   double train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) override {
@@ -119,7 +131,7 @@ class Mlp final : public Model {
   // PyTorch nn.Linear's default init: U(-1/sqrt(in), 1/sqrt(in)) for weight
   // and bias (kaiming_uniform with a = sqrt(5)), times init_scale.
   void init_params(uint64_t seed) {
-    std::vector<float> host(static_cast<size_t>(params_.tensor().numel()));
+    std::vector<float> host(static_cast<size_t>(grads_.tensor().numel()));
     Rng rng(Rng::stream_seed(seed, 0x1417));
     for (size_t l = 0; l < layers_.size(); ++l) {
       double bound = cfg_.init_scale / std::sqrt(double(layers_[l].in));
@@ -129,7 +141,13 @@ class Mlp final : public Model {
           host[static_cast<size_t>(pi.offset + i)] = static_cast<float>(rng.uniform(-bound, bound));
       }
     }
-    dev_.upload(params_.tensor(), host.data());
+    if (!master_.empty()) {
+      dev_.upload(master_.tensor(), host.data());
+    } else {  // no master copy: the half parameters are initialised directly
+      DeviceBuffer staging = dev_.alloc(Shape{static_cast<int64_t>(host.size())}, DType::F32, MemCategory::Workspace);
+      dev_.upload(staging, host.data());
+      dev_.cast(half_params_.tensor(), staging);
+    }
     load_compute_weights();
   }
 
@@ -148,8 +166,8 @@ class Mlp final : public Model {
 
   const Tensor& forward(const Tensor& x) {
     const int64_t b = x.rows();  // <= the micro-batch (the last eval chunk may be short)
-    Tensor in = x_c_.tensor().row_slice(0, b);
-    dev_.cast(in, x);
+    Tensor in = x;  // rows of input(), already in the compute dtype
+    x_ = x;
     for (Layer& L : layers_) {
       Tensor pre = L.pre.tensor().row_slice(0, b);
       GemmArgs g = linear_args(in, L, pre);
@@ -177,6 +195,7 @@ class Mlp final : public Model {
         dev_.add_bias(pre, L.b);
         dev_.activation_forward(cfg_.activation, act, pre);
       }
+      if (probe_) probe_(ProbeKind::Activation, act);
       in = act;
     }
     return logits_;
@@ -185,11 +204,12 @@ class Mlp final : public Model {
   void backward(GradMode mode) {
     const int64_t b = logits_.rows();
     Tensor dy = dlogits_.tensor().row_slice(0, b);  // gradient wrt this layer's pre-activation output
+    if (probe_) probe_(ProbeKind::ActivationGrad, dy);
     int ping = 0;
     for (size_t li = layers_.size(); li-- > 0;) {
       Layer& L = layers_[li];
-      Tensor in = li == 0 ? x_c_.tensor().row_slice(0, b) : layers_[li - 1].act.tensor().row_slice(0, b);
-      // dW[out,in] (+)= dy^T . in, written in fp32 (fp32 accumulation, no rounding to half)
+      Tensor in = li == 0 ? x_ : layers_[li - 1].act.tensor().row_slice(0, b);
+      // dW[out,in] (+)= dy^T . in, accumulated in fp32, stored in the grad dtype
       GemmArgs gw;
       gw.m = L.out;
       gw.n = L.in;
@@ -216,6 +236,7 @@ class Mlp final : public Model {
       gx.compute = pol_.gemm;
       dev_.gemm(gx);
       dev_.activation_backward(cfg_.activation, dx, dx, P.pre.tensor().row_slice(0, b));
+      if (probe_) probe_(ProbeKind::ActivationGrad, dx);
       dy = dx;
       ping ^= 1;
     }
@@ -227,10 +248,11 @@ class Mlp final : public Model {
   int64_t B_;
   std::vector<ParamInfo> info_;
   std::vector<Layer> layers_;
-  DeviceBuffer params_, grads_, compute_w_;
+  DeviceBuffer master_, half_params_, compute_w_, grads_;
+  ProbeFn probe_;
   DeviceBuffer x_c_, dlogits_, probs_;
   DeviceBuffer dh_[2];
-  Tensor logits_;
+  Tensor x_, logits_;  // this micro-batch's input and logits (views)
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,18 +25,30 @@ struct EvalSums {
   int64_t count = 0;
 };
 
+// Numerics-health probes: when set, the model shows the trainer every
+// activation and activation gradient it stores, in the compute dtype.
+enum class ProbeKind { Activation, ActivationGrad };
+using ProbeFn = std::function<void(ProbeKind, const Tensor&)>;
+
 class Model {
  public:
   virtual ~Model() = default;
   virtual std::string describe() const = 0;
   virtual const std::vector<ParamInfo>& param_info() const = 0;
-  virtual Tensor params() = 0;  // flat fp32 master weights [n]
-  virtual Tensor grads() = 0;   // flat fp32 gradients [n]
-  // Refreshes the weights the forward pass reads (the compute-dtype copy under
-  // mixed precision) from the master weights; call after every update.
+  // The flat weights the optimizer updates: fp32 master weights, or the half
+  // parameters themselves when the policy keeps no master copy (apex O3).
+  virtual Tensor params() = 0;
+  virtual Tensor grads() = 0;  // flat gradients [n], in the parameters' dtype
+  // Refreshes the weights the forward pass reads (half parameters, the
+  // compute-dtype copy) from the updated ones; call after every update.
   virtual void load_compute_weights() = 0;
   virtual int64_t micro_batch() const = 0;
-  // Forward and backward on one micro-batch (x fp32 [b, in], y int32 [b]).
+  // The device buffer the trainer uploads inputs into: [micro_batch, in] in
+  // the compute dtype (the data loader converts on the host, so no fp32 copy
+  // of the input lives on the device).
+  virtual Tensor input() = 0;
+  virtual void set_probe(ProbeFn probe) = 0;  // empty: off
+  // Forward and backward on one micro-batch (x: rows of input(), y int32 [b]).
   // d(loss_sum)/d(logits) is multiplied by grad_scale (1/batch x loss scale);
   // gradients are written or added per `mode`. Returns the summed loss.
   virtual double train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) = 0;

@@ -24,7 +24,37 @@ nlohmann::json finite_array(const std::vector<double>& v) {
   return a;
 }
 
-nlohmann::json repeat_json(int r, uint64_t seed, const RunRecord& rec) {
+nlohmann::json numerics_stats_json(const NumericsStats& n) {
+  nlohmann::json j;
+  const double total = n.total > 0 ? double(n.total) : 1.0;
+  j["count"] = n.total;
+  j["underflow_fraction"] = double(n.zeros) / total;  // exact zeros in the stored dtype
+  j["overflow_fraction"] = double(n.nonfinite) / total;
+  if (!n.hist.empty()) j["log2_hist"] = {{"lo", kHistLo}, {"counts", n.hist}};
+  return j;
+}
+
+// Median time of probed steps over unprobed ones, spread over every step:
+// what sampling numerics every k steps costs the run.
+double numerics_cost_fraction(const RunRecord& rec, int warmup) {
+  std::vector<double> probed, plain;
+  for (size_t i = static_cast<size_t>(warmup); i < rec.step_ms.size(); ++i)
+    (rec.probed[i] ? probed : plain).push_back(rec.step_ms[i]);
+  if (probed.empty() || plain.empty()) return 0.0;
+  const double extra = std::max(0.0, median(probed) - median(plain));
+  return extra * double(probed.size()) / (median(plain) * double(rec.step_ms.size()));
+}
+
+nlohmann::json numerics_json(const RunRecord& rec, int every, int warmup) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const NumericsSample& s : rec.numerics)
+    samples.push_back({{"step", s.step}, {"grads", numerics_stats_json(s.grads)},
+                       {"weight_grads", numerics_stats_json(s.weight_grads)},
+                       {"activations", numerics_stats_json(s.activations)}});
+  return {{"sample_every", every}, {"cost_fraction", numerics_cost_fraction(rec, warmup)}, {"samples", samples}};
+}
+
+nlohmann::json repeat_json(int r, uint64_t seed, const RunRecord& rec, const CellConfig& cfg) {
   nlohmann::json j;
   j["repeat"] = r;
   j["seed"] = seed;
@@ -38,6 +68,8 @@ nlohmann::json repeat_json(int r, uint64_t seed, const RunRecord& rec) {
   for (const EvalPoint& e : rec.evals) ev.push_back({{"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}});
   j["eval"] = ev;
   j["peak_memory_bytes"] = memory_json(rec.memory);
+  j["probed"] = rec.probed;
+  if (cfg.numerics_every > 0) j["numerics"] = numerics_json(rec, cfg.numerics_every, cfg.warmup_steps);
   return j;
 }
 
@@ -64,6 +96,11 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<RunRec
   j["config"] = cell_config_to_json(cfg);
   j["config_hash"] = config_hash(j["config"]);
   j["device"] = {{"kind", ctx.device->kind}, {"name", ctx.device->name}, {"emulated", {{"gemm", ctx.gemm_support}}}};
+  const PrecisionPolicy& p = ctx.policy;
+  j["precision"] = {{"name", p.name}, {"params", dtype_name(p.param)}, {"compute", dtype_name(p.compute)},
+                    {"output", dtype_name(p.output)}, {"grads", dtype_name(p.grad())},
+                    {"gemm", gemm_compute_name(p.gemm)}, {"master_weights", p.master_weights},
+                    {"gemm_impl", ctx.gemm_support}};
   j["flops_per_step"] = repeats.empty() ? 0.0 : repeats[0].flops_per_step;
 
   // Timing statistics over the post-warmup steps of every repeat.
@@ -73,8 +110,13 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<RunRec
   nlohmann::json reps = nlohmann::json::array();
   for (size_t r = 0; r < repeats.size(); ++r) {
     const RunRecord& rec = repeats[r];
-    reps.push_back(repeat_json(int(r), cfg.seed + r, rec));
-    std::vector<double> mine(rec.step_ms.begin() + std::min<size_t>(cfg.warmup_steps, rec.step_ms.size()), rec.step_ms.end());
+    reps.push_back(repeat_json(int(r), cfg.seed + r, rec, cfg));
+    // Timing samples: post-warmup steps that did not also sample numerics.
+    std::vector<double> mine;
+    for (size_t i = static_cast<size_t>(cfg.warmup_steps); i < rec.step_ms.size(); ++i)
+      if (!rec.probed[i]) mine.push_back(rec.step_ms[i]);
+    if (mine.empty())  // every step was probed: time them all rather than none
+      mine.assign(rec.step_ms.begin() + std::min<size_t>(cfg.warmup_steps, rec.step_ms.size()), rec.step_ms.end());
     timed.insert(timed.end(), mine.begin(), mine.end());
     per_repeat_median.push_back(median(mine));
     // Final loss: mean over the last 10% of steps (at least one), less noisy than the last step.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/device.h"
+#include "core/precision.h"
 #include "runner/config.h"
 #include "train/trainer.h"
 
@@ -18,6 +19,7 @@ struct CellContext {
   std::string experiment;
   const Cell* cell = nullptr;
   const DeviceInfo* device = nullptr;
+  PrecisionPolicy policy;
   std::string gemm_support;      // native | emulated for this cell's GEMM mode
   double ceiling_gflops = 0.0;   // for this cell's GEMM mode
   std::optional<double> baseline_samples_per_s;

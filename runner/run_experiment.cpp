@@ -130,6 +130,9 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   for (const Cell* c : order) {
     GemmCompute g = resolve_policy(c->config.precision).gemm;
     std::string name = gemm_compute_name(g);
+    if (probe->gemm_support(g) == "unsupported")
+      throw DeviceError("cell " + c->id + ": " + info.name + " cannot run " + name + " GEMMs (precision '" +
+                        c->config.precision + "')");
     if (!ceiling.count(name)) {
       if (!opt.quiet) std::fprintf(stderr, "runner: measuring the %s GEMM ceiling on %s...\n", name.c_str(), info.name.c_str());
       ceiling[name] = measure_gemm_ceiling(*probe, g);
@@ -196,7 +199,8 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
       ctx.experiment = exp.name;
       ctx.cell = &cell;
       ctx.device = &info;
-      GemmCompute g = resolve_policy(cfg.precision).gemm;
+      ctx.policy = resolve_policy(cfg.precision);
+      const GemmCompute g = ctx.policy.gemm;
       ctx.gemm_support = probe->gemm_support(g);
       ctx.ceiling_gflops = ceiling[gemm_compute_name(g)];
       ctx.baseline_samples_per_s = baseline_sps;

@@ -1,69 +1,148 @@
 #include "train/trainer.h"
 
-#include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
-#include "train/loss_scaler.h"
+#include "core/numerics.h"
 
 namespace mpb {
 
+Trainer::Trainer(Device& dev, Model& model, const TeacherData& data, const CellConfig& cfg)
+    : dev_(dev), model_(model), data_(data), cfg_(cfg), scaler_(cfg.loss_scale) {
+  if (model.micro_batch() * cfg.accumulation != cfg.batch_size)
+    throw std::invalid_argument("Trainer: micro-batch x accumulation != batch_size");
+  // Optimizer state: fp32, one flat buffer per moment, matching the flat parameters.
+  const Shape s = model.params().shape;
+  m_ = dev.alloc(s, DType::F32, MemCategory::Optimizer);
+  dev.fill(m_, 0.0f);
+  if (cfg.optimizer.kind == "adamw") {
+    v_ = dev.alloc(s, DType::F32, MemCategory::Optimizer);
+    dev.fill(v_, 0.0f);
+  }
+  y_ = dev.alloc(Shape{model.micro_batch()}, DType::I32, MemCategory::Activations);
+  timer_ = dev.make_timer();
+  rec_.flops_per_step = model.train_flops_per_sample() * double(cfg.batch_size);
+}
+
+Trainer::~Trainer() { model_.set_probe({}); }
+
+Tensor Trainer::optimizer_state(int i) const { return i == 0 ? m_.tensor() : v_.tensor(); }
+
+// The data loader's job: rows [first, first+rows) of a host batch, converted
+// to the model's input dtype on the host, then one copy to the device.
+void Trainer::upload_inputs(const HostBatch& b, int64_t first, int64_t rows) {
+  Tensor x = model_.input().row_slice(0, rows);
+  const float* src = b.x.data() + first * b.input_dim;
+  const int64_t n = rows * b.input_dim;
+  if (x.dtype == DType::F32) {
+    dev_.upload(x, src);
+  } else {
+    staging16_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      staging16_[static_cast<size_t>(i)] = x.dtype == DType::F16 ? float_to_half_bits(src[i]) : float_to_bf16_bits(src[i]);
+    dev_.upload(x, staging16_.data());
+  }
+  dev_.upload(y_.tensor().flat_slice(0, rows), b.y.data() + first);
+}
+
 namespace {
+void add_stats(Device& dev, const Tensor& t, NumericsStats& out, bool histogram) {
+  ExponentHistogram h = dev.exponent_histogram(t, kHistLo, kHistBins);
+  out.total += h.total;
+  out.zeros += h.zeros;
+  out.nonfinite += h.nonfinite;
+  if (!histogram) return;
+  if (out.hist.empty()) out.hist.assign(kHistBins, 0);
+  for (int i = 0; i < kHistBins; ++i) out.hist[static_cast<size_t>(i)] += h.bins[static_cast<size_t>(i)];
+}
+}  // namespace
 
-// The optimizer and its fp32 state (one flat buffer per moment, matching the
-// model's flat parameters).
-class Optimizer {
- public:
-  Optimizer(Device& dev, Model& model, const OptimizerConfig& cfg, bool fused)
-      : dev_(dev), model_(model), cfg_(cfg), fused_(fused) {
-    Shape s = model.params().shape;
-    m_ = dev.alloc(s, DType::F32, MemCategory::Optimizer);
-    dev.fill(m_, 0.0f);
-    if (cfg.kind == "adamw") {
-      v_ = dev.alloc(s, DType::F32, MemCategory::Optimizer);
-      dev.fill(v_, 0.0f);
+void Trainer::probe(ProbeKind kind, const Tensor& t) {
+  if (!sample_) return;
+  if (kind == ProbeKind::Activation) add_stats(dev_, t, sample_->activations, false);
+  else add_stats(dev_, t, sample_->grads, true);
+}
+
+void Trainer::step(int step) {
+  const int64_t B = cfg_.batch_size;
+  const int64_t micro = model_.micro_batch();
+  HostBatch batch = data_.train_batch(step, B);  // generating data is the loader's work, not timed
+  const bool probe_step = cfg_.numerics_every > 0 && step % cfg_.numerics_every == 0;
+  NumericsSample sample;
+  sample.step = step;
+  const double S = scaler_.scale();
+
+  timer_->start();
+  double loss_sum = 0.0;
+  for (int mb = 0; mb < cfg_.accumulation; ++mb) {
+    upload_inputs(batch, mb * micro, micro);
+    if (probe_step && mb == cfg_.accumulation - 1) {
+      sample_ = &sample;
+      model_.set_probe([this](ProbeKind k, const Tensor& t) { probe(k, t); });
     }
+    // Each micro-batch's summed loss is divided by the full batch size, so N
+    // micro-batches of B/N equal one batch of B; the loss scale multiplies it.
+    loss_sum += model_.train_micro(model_.input().row_slice(0, micro), y_.tensor().flat_slice(0, micro),
+                                   float(S / double(B)), mb == 0 ? GradMode::Overwrite : GradMode::Accumulate);
+    model_.set_probe({});
+    sample_ = nullptr;
   }
+  const auto& inject = cfg_.inject_nonfinite;
+  if (std::find(inject.begin(), inject.end(), step) != inject.end())
+    dev_.fill(model_.grads().flat_slice(0, 1), INFINITY);  // fault injection
+  if (probe_step) add_stats(dev_, model_.grads(), sample.weight_grads, true);
 
-  // grad_scale: unscaling (1/loss scale) and clipping folded into one factor.
-  void step(int64_t t, float grad_scale) {
-    if (cfg_.kind == "sgd") {
-      SgdHyper h{float(cfg_.lr), float(cfg_.momentum), float(cfg_.weight_decay)};
-      dev_.sgd_step(model_.params(), model_.grads(), m_, h, grad_scale);
-      return;
+  // Once per optimizer step: unscale, finite check, norm, clip, step or skip.
+  const TensorStats st = dev_.stats(model_.grads());
+  const bool finite = st.nonfinite == 0 && std::isfinite(st.sum_squares);
+  const double norm = finite ? std::sqrt(st.sum_squares) / S : NAN;
+  const bool skip = scaler_.update(finite);
+  if (!skip) {
+    const double clip = (cfg_.optimizer.grad_clip > 0 && norm > cfg_.optimizer.grad_clip) ? cfg_.optimizer.grad_clip / norm : 1.0;
+    const float grad_scale = float(clip / S);  // unscale (fp32) and clip in one factor
+    const OptimizerConfig& o = cfg_.optimizer;
+    ++applied_;
+    if (o.kind == "sgd") {
+      dev_.sgd_step(model_.params(), model_.grads(), m_, SgdHyper{float(o.lr), float(o.momentum), float(o.weight_decay)},
+                    grad_scale);
+    } else {
+      const AdamWHyper h{float(o.lr), float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), applied_};
+      if (cfg_.fusion == "on") {  // fused: one pass over every parameter
+        dev_.adamw_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, true);
+      } else {  // per parameter tensor, as a framework's per-tensor loop does
+        for (const ParamInfo& p : model_.param_info()) {
+          const int64_t n = p.shape.numel();
+          dev_.adamw_step(model_.params().flat_slice(p.offset, n), model_.grads().flat_slice(p.offset, n),
+                          m_.tensor().flat_slice(p.offset, n), v_.tensor().flat_slice(p.offset, n), h, grad_scale, false);
+        }
+      }
     }
-    AdamWHyper h{float(cfg_.lr), float(cfg_.beta1), float(cfg_.beta2), float(cfg_.eps), float(cfg_.weight_decay), t};
-    if (fused_) {  // one pass over every parameter
-      dev_.adamw_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, true);
-      return;
-    }
-    // Unfused: per parameter tensor, as a framework's per-tensor loop does.
-    for (const ParamInfo& p : model_.param_info()) {
-      int64_t n = p.shape.numel();
-      dev_.adamw_step(model_.params().flat_slice(p.offset, n), model_.grads().flat_slice(p.offset, n),
-                      m_.tensor().flat_slice(p.offset, n), v_.tensor().flat_slice(p.offset, n), h, grad_scale, false);
-    }
+    model_.load_compute_weights();
   }
+  timer_->stop();
 
- private:
-  Device& dev_;
-  Model& model_;
-  OptimizerConfig cfg_;
-  bool fused_;
-  DeviceBuffer m_, v_;
-};
+  const double ms = timer_->elapsed_ms();
+  wall_ += ms / 1000.0;
+  rec_.step_ms.push_back(ms);
+  rec_.wall_s.push_back(wall_);
+  rec_.loss.push_back(loss_sum / double(B));
+  rec_.loss_scale.push_back(S);
+  rec_.grad_norm.push_back(norm);
+  rec_.skipped.push_back(skip ? 1 : 0);
+  rec_.probed.push_back(probe_step ? 1 : 0);
+  if (probe_step) rec_.numerics.push_back(sample);
+}
 
-EvalPoint evaluate(Device& dev, Model& model, const TeacherData& data, int eval_samples, int step, Tensor x,
-                   Tensor y) {
+EvalPoint Trainer::evaluate(int step) {
   EvalSums total;
-  const int64_t chunk = model.micro_batch();
-  for (int64_t off = 0; off < eval_samples; off += chunk) {
-    int64_t n = std::min<int64_t>(chunk, eval_samples - off);
-    HostBatch b = data.eval_batch(off, n);
-    Tensor xs = x.row_slice(0, n), ys = y.reshaped(Shape{chunk, 1}).row_slice(0, n).reshaped(Shape{n});
-    dev.upload(xs, b.x.data());
-    dev.upload(ys, b.y.data());
-    EvalSums s = model.eval_micro(xs, ys);
+  const int64_t chunk = model_.micro_batch();
+  const int64_t n_eval = cfg_.data.eval_samples;
+  for (int64_t off = 0; off < n_eval; off += chunk) {
+    const int64_t n = std::min(chunk, n_eval - off);
+    HostBatch b = data_.eval_batch(off, n);
+    upload_inputs(b, 0, n);
+    EvalSums s = model_.eval_micro(model_.input().row_slice(0, n), y_.tensor().flat_slice(0, n));
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
     total.count += s.count;
@@ -71,64 +150,18 @@ EvalPoint evaluate(Device& dev, Model& model, const TeacherData& data, int eval_
   return {step, total.loss_sum / double(total.count), double(total.correct) / double(total.count)};
 }
 
-}  // namespace
-
 RunRecord train(Device& dev, Model& model, const TeacherData& data, const CellConfig& cfg,
                 const StepCallback& on_step) {
-  const int64_t B = cfg.batch_size;
-  const int64_t micro = model.micro_batch();
-  if (micro * cfg.accumulation != B) throw std::invalid_argument("train: micro-batch x accumulation != batch_size");
-  const bool fused = cfg.fusion == "on";
-
-  Optimizer opt(dev, model, cfg.optimizer, fused);
-  LossScaler scaler(cfg.loss_scale);
-  DeviceBuffer x = dev.alloc(Shape{micro, data.input_dim()}, DType::F32, MemCategory::Activations);
-  DeviceBuffer y = dev.alloc(Shape{micro}, DType::I32, MemCategory::Activations);
-  auto timer = dev.make_timer();
-
-  RunRecord rec;
-  rec.flops_per_step = model.train_flops_per_sample() * double(B);
-  double wall = 0.0;
-  int64_t applied = 0;  // AdamW's step count: skipped steps don't advance it (as with GradScaler)
+  Trainer t(dev, model, data, cfg);
   for (int step = 1; step <= cfg.steps; ++step) {
-    HostBatch batch = data.train_batch(step, B);  // host-side data prep is not timed
-    const double S = scaler.scale();
-    timer->start();
-    double loss_sum = 0.0;
-    for (int mb = 0; mb < cfg.accumulation; ++mb) {
-      dev.upload(x, batch.x.data() + mb * micro * data.input_dim());
-      dev.upload(y, batch.y.data() + mb * micro);
-      // Each micro-batch's summed loss is divided by the full batch size, so N
-      // micro-batches of B/N equal one batch of B.
-      loss_sum += model.train_micro(x, y, float(S / double(B)),
-                                    mb == 0 ? GradMode::Overwrite : GradMode::Accumulate);
-    }
-    // Once per optimizer step: unscale, finite check, norm, clip, step or skip.
-    TensorStats st = dev.stats(model.grads());
-    const bool finite = st.nonfinite == 0 && std::isfinite(st.sum_squares);
-    const double norm = finite ? std::sqrt(st.sum_squares) / S : NAN;
-    const bool skip = scaler.update(finite);
-    if (!skip) {
-      double clip = (cfg.optimizer.grad_clip > 0 && norm > cfg.optimizer.grad_clip) ? cfg.optimizer.grad_clip / norm : 1.0;
-      opt.step(++applied, float(clip / S));
-      model.load_compute_weights();
-    }
-    timer->stop();
-    double ms = timer->elapsed_ms();
-    wall += ms / 1000.0;
-    rec.step_ms.push_back(ms);
-    rec.wall_s.push_back(wall);
-    rec.loss.push_back(loss_sum / double(B));
-    rec.loss_scale.push_back(S);
-    rec.grad_norm.push_back(norm);
-    rec.skipped.push_back(skip ? 1 : 0);
+    t.step(step);
     if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && step != cfg.steps)
-      rec.evals.push_back(evaluate(dev, model, data, cfg.data.eval_samples, step, x, y));
-    if (on_step) on_step(step, rec);
+      t.record().evals.push_back(t.evaluate(step));
+    if (on_step) on_step(step, t.record());
   }
-  rec.evals.push_back(evaluate(dev, model, data, cfg.data.eval_samples, cfg.steps, x, y));
-  rec.memory = dev.memory().snapshot();
-  return rec;
+  t.record().evals.push_back(t.evaluate(cfg.steps));
+  t.record().memory = dev.memory().snapshot();
+  return t.record();
 }
 
 }  // namespace mpb

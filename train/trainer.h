@@ -1,15 +1,20 @@
 // The training loop: micro-batches -> forward/backward (scaled loss) ->
 // unscale + finite check -> optimizer step or skip -> scale update, with
-// device-timed steps and periodic evaluation. Nothing here is model-specific.
+// device-timed steps, numerics-health probes and periodic evaluation.
+// Nothing here is model-specific.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/device.h"
 #include "models/model.h"
 #include "models/teacher_data.h"
 #include "runner/config.h"
+#include "train/loss_scaler.h"
 
 namespace mpb {
 
@@ -19,18 +24,65 @@ struct EvalPoint {
   double accuracy = 0.0;
 };
 
+// Gradient and activation health on one sampled step (docs/RESULTS.md).
+struct NumericsStats {
+  int64_t total = 0, zeros = 0, nonfinite = 0;
+  std::vector<int64_t> hist;  // log2 magnitude bins from kHistLo
+};
+struct NumericsSample {
+  int step = 0;
+  NumericsStats grads;         // activation gradients, compute dtype
+  NumericsStats weight_grads;  // weight gradients as stored (scaled by the loss scale)
+  NumericsStats activations;   // stored activations, compute dtype
+};
+constexpr int kHistLo = -50;     // bins cover 2^-50 .. 2^22
+constexpr int kHistBins = 72;
+
 struct RunRecord {
   std::vector<double> step_ms, loss, wall_s, loss_scale, grad_norm;
-  std::vector<int> skipped;
+  std::vector<int> skipped, probed;  // probed: numerics sampled on this step (excluded from timing stats)
   std::vector<EvalPoint> evals;
+  std::vector<NumericsSample> numerics;
   MemorySnapshot memory;  // peaks over the whole run
   double flops_per_step = 0.0;
+};
+
+// One training run, step by step (tests drive it directly; train() loops).
+class Trainer {
+ public:
+  Trainer(Device& dev, Model& model, const TeacherData& data, const CellConfig& cfg);
+  ~Trainer();
+  // Runs optimizer step `step` (1-based) and appends it to the record.
+  void step(int step);
+  EvalPoint evaluate(int step);
+  RunRecord& record() { return rec_; }
+  double loss_scale() const { return scaler_.scale(); }
+  // The optimizer's fp32 state (AdamW m and v; SGD: momentum, empty).
+  Tensor optimizer_state(int i) const;
+
+ private:
+  void upload_inputs(const HostBatch& b, int64_t first, int64_t rows);
+  void probe(ProbeKind kind, const Tensor& t);
+
+  Device& dev_;
+  Model& model_;
+  const TeacherData& data_;
+  CellConfig cfg_;
+  LossScaler scaler_;
+  DeviceBuffer m_, v_, y_;
+  std::unique_ptr<DeviceTimer> timer_;
+  RunRecord rec_;
+  int64_t applied_ = 0;  // AdamW's step count: skipped steps don't advance it (as with GradScaler)
+  double wall_ = 0.0;
+  NumericsSample* sample_ = nullptr;
+  std::vector<uint16_t> staging16_;
 };
 
 // Called after every optimizer step (for progress lines).
 using StepCallback = std::function<void(int step, const RunRecord&)>;
 
-// Trains `model` for cfg.steps optimizer steps on `data`.
+// Trains `model` for cfg.steps optimizer steps on `data`, evaluating every
+// cfg.eval_every steps and at the end.
 RunRecord train(Device& dev, Model& model, const TeacherData& data, const CellConfig& cfg,
                 const StepCallback& on_step = {});
 

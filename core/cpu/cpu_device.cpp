@@ -121,7 +121,7 @@ class CpuDevice final : public Device {
   }
 
   DeviceInfo info_;
-  DeviceBuffer workspace_[3];
+  DeviceBuffer workspace_[4];
   cpu::OnednnGemm gemm_;
 };
 

@@ -70,16 +70,17 @@ void scale(const Tensor& t, float factor) {
 }
 
 void add_bias(const Tensor& y, const Tensor& bias) {
-  require(bias.dtype == DType::F32 && bias.numel() == y.cols(), "add_bias", "bias must be fp32 [cols]");
-  dispatch_float(y.dtype, [&](auto T) {
+  require(bias.numel() == y.cols(), "add_bias", "bias must be [cols]");
+  dispatch_float2(y.dtype, bias.dtype, [&](auto T, auto Bt) {
     using E = Elem<decltype(T)::value>;
+    using EB = Elem<decltype(Bt)::value>;
     const int64_t rows = y.rows(), cols = y.cols();
-    const float* b = static_cast<const float*>(bias.data);
+    const void* b = bias.data;
     void* p = y.data;
 #pragma omp parallel for if (rows * cols > kParallelMin)
     for (int64_t r = 0; r < rows; ++r) {
 #pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) E::store(p, r * cols + c, E::load(p, r * cols + c) + b[c]);
+      for (int64_t c = 0; c < cols; ++c) E::store(p, r * cols + c, E::load(p, r * cols + c) + EB::load(b, c));
     }
   });
 }
@@ -98,13 +99,14 @@ void activation_backward(Activation act, const Tensor& din, const Tensor& dout, 
 }
 
 void bias_grad(const Tensor& db, const Tensor& dy, GradMode mode) {
-  require(db.dtype == DType::F32 && db.numel() == dy.cols(), "bias_grad", "db must be fp32 [cols]");
-  dispatch_float(dy.dtype, [&](auto T) {
+  require(db.numel() == dy.cols(), "bias_grad", "db must be [cols]");
+  dispatch_float2(dy.dtype, db.dtype, [&](auto T, auto D) {
     using E = Elem<decltype(T)::value>;
+    using ED = Elem<decltype(D)::value>;
     const int64_t rows = dy.rows(), cols = dy.cols();
-    float* out = static_cast<float*>(db.data);
+    void* out = db.data;
     const void* p = dy.data;
-    // Each thread owns a block of columns and sums rows in order:
+    // Each thread owns a block of columns and sums rows in order, in fp32:
     // deterministic and free of false sharing.
 #pragma omp parallel for if (rows * cols > kParallelMin)
     for (int64_t c0 = 0; c0 < cols; c0 += 64) {
@@ -112,7 +114,8 @@ void bias_grad(const Tensor& db, const Tensor& dy, GradMode mode) {
       float acc[64] = {};
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = c0; c < c1; ++c) acc[c - c0] += E::load(p, r * cols + c);
-      for (int64_t c = c0; c < c1; ++c) out[c] = (mode == GradMode::Accumulate ? out[c] : 0.0f) + acc[c - c0];
+      for (int64_t c = c0; c < c1; ++c)
+        ED::store(out, c, (mode == GradMode::Accumulate ? ED::load(out, c) : 0.0f) + acc[c - c0]);
     }
   });
 }

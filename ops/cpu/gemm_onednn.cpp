@@ -35,6 +35,7 @@ struct MatmulKey {
   float alpha, beta;
   std::string str() const {
     std::ostringstream s;
+    s.precision(9);  // float round-trip digits: alphas/betas that differ must not share a primitive
     s << m << ',' << n << ',' << k << ',' << ta << tb << ',' << int(a) << int(b) << int(c) << ',' << bias << ','
       << act << ',' << alpha << ',' << beta;
     return s.str();
@@ -122,9 +123,12 @@ void check_args(const GemmArgs& g) {
   require(wide ? g.a.dtype == DType::F32
                : g.a.dtype == (g.compute == GemmCompute::F16 ? DType::F16 : DType::BF16),
           "gemm", "operand dtype does not match the compute mode");
-  require(g.epilogue == Epilogue::None || (g.bias.dtype == DType::F32 && g.bias.numel() == g.n), "gemm",
-          "bias must be fp32 [n]");
-  require(g.epilogue == Epilogue::None || g.beta == 0.0f, "gemm", "epilogues need beta == 0");
+  require(g.epilogue == Epilogue::None || g.bias.numel() == g.n, "gemm", "bias must be [n]");
+  // oneDNN applies alpha before the bias in some kernels and after it in
+  // others; an epilogue therefore requires alpha == 1 (and beta == 0) on
+  // every backend, so the contract is the same everywhere.
+  require(g.epilogue == Epilogue::None || (g.beta == 0.0f && g.alpha == 1.0f), "gemm",
+          "epilogues need alpha == 1 and beta == 0");
   require(g.pre_act.empty() || g.pre_act.numel() == g.m * g.n, "gemm", "pre_act must be [m,n]");
 }
 
@@ -159,9 +163,16 @@ void OnednnGemm::run(const GemmArgs& g) {
     if (g.beta != 0.0f) cast(mm_dst, dst);
   }
 
+  // oneDNN takes an fp32 bias; a half one (apex O2/O3 parameters) is widened.
+  const void* bias = g.bias.data;
+  if (g.epilogue != Epilogue::None && g.bias.dtype != DType::F32) {
+    void* wide = impl_->workspace(3, g.n * sizeof(float));
+    cast(Tensor(wide, DType::F32, Shape{g.n}), g.bias);
+    bias = wide;
+  }
   MatmulKey key{g.m, g.n, g.k, g.trans_a, g.trans_b, op_type, op_type, to_dnnl(mm_dst.dtype),
                 g.epilogue != Epilogue::None, (act && !split_act) ? static_cast<int>(act_kind) : -1, g.alpha, g.beta};
-  impl_->execute(key, a, b, mm_dst.data, g.bias.data);
+  impl_->execute(key, a, b, mm_dst.data, bias);
 
   if (!dst_ok) cast(dst, mm_dst);
   if (split_act) activation_forward(act_kind, g.c, g.pre_act);

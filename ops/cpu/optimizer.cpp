@@ -1,13 +1,15 @@
 #include "ops/optimizer.h"
 
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/dispatch.h"
 
 namespace mpb::cpu {
 
+using scalar::Elem;
+
 namespace {
 void check_state(const char* op, const Tensor& p, const Tensor& g, const Tensor& s) {
-  require(p.dtype == DType::F32 && s.dtype == DType::F32, op, "fp32 master weights and state expected");
-  require(g.dtype == DType::F32, op, "fp32 gradients expected");
+  require(s.dtype == DType::F32, op, "fp32 optimizer state expected");
   require(p.numel() == g.numel() && p.numel() == s.numel(), op, "element counts differ");
 }
 }  // namespace
@@ -17,37 +19,55 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   check_state("adamw_step", param, grad, m);
   check_state("adamw_step", param, grad, v);
   const scalar::AdamWStep s = scalar::make_adamw_step(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
-  float* p = static_cast<float*>(param.data);
-  const float* g = static_cast<const float*>(grad.data);
   float* mm = static_cast<float*>(m.data);
   float* vv = static_cast<float*>(v.data);
   const int64_t n = param.numel();
-  if (fused) {
-#pragma omp parallel for
-    for (int64_t i = 0; i < n; ++i) {
-      scalar::adamw_moments(g[i] * grad_scale, mm[i], vv[i], s);
-      scalar::adamw_param(p[i], mm[i], vv[i], s);
+  dispatch_float2(param.dtype, grad.dtype, [&](auto P, auto G) {
+    using EP = Elem<decltype(P)::value>;
+    using EG = Elem<decltype(G)::value>;
+    void* p = param.data;
+    const void* g = grad.data;
+    if (fused) {
+#pragma omp parallel for simd
+      for (int64_t i = 0; i < n; ++i) {
+        scalar::adamw_moments(EG::load(g, i) * grad_scale, mm[i], vv[i], s);
+        float w = EP::load(p, i);
+        scalar::adamw_param(w, mm[i], vv[i], s);
+        EP::store(p, i, w);
+      }
+      return;
     }
-    return;
-  }
-  // Unfused: the moments in one sweep, the parameters in another, as a
-  // non-fused framework optimizer reads and writes memory.
-#pragma omp parallel for
-  for (int64_t i = 0; i < n; ++i) scalar::adamw_moments(g[i] * grad_scale, mm[i], vv[i], s);
-#pragma omp parallel for
-  for (int64_t i = 0; i < n; ++i) scalar::adamw_param(p[i], mm[i], vv[i], s);
+    // Unfused: the moments in one sweep, the parameters in another, as a
+    // non-fused framework optimizer reads and writes memory.
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i) scalar::adamw_moments(EG::load(g, i) * grad_scale, mm[i], vv[i], s);
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i) {
+      float w = EP::load(p, i);
+      scalar::adamw_param(w, mm[i], vv[i], s);
+      EP::store(p, i, w);
+    }
+  });
 }
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
               float grad_scale) {
   check_state("sgd_step", param, grad, momentum_buf);
   const scalar::SgdStep s{h.lr, h.momentum, h.weight_decay};
-  float* p = static_cast<float*>(param.data);
-  const float* g = static_cast<const float*>(grad.data);
   float* buf = static_cast<float*>(momentum_buf.data);
   const int64_t n = param.numel();
-#pragma omp parallel for
-  for (int64_t i = 0; i < n; ++i) scalar::sgd_update(p[i], g[i] * grad_scale, buf[i], s);
+  dispatch_float2(param.dtype, grad.dtype, [&](auto P, auto G) {
+    using EP = Elem<decltype(P)::value>;
+    using EG = Elem<decltype(G)::value>;
+    void* p = param.data;
+    const void* g = grad.data;
+#pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i) {
+      float w = EP::load(p, i);
+      scalar::sgd_update(w, EG::load(g, i) * grad_scale, buf[i], s);
+      EP::store(p, i, w);
+    }
+  });
 }
 
 }  // namespace mpb::cpu
