@@ -1,6 +1,6 @@
 // The experiment-file loader (docs/CONFIG.md is the contract).
 //
-// One table, schema(), lists every per-cell scalar key of the YAML, dotted for
+// One table, schema(), lists every per-cell key of the YAML, dotted for
 // nested ones ("optimizer.lr"), with its type, its bounds and where it lives in
 // CellConfig. That table drives everything else: the base sections, matrix axes,
 // include/exclude/baseline entries, canonical value strings (cell ids and
@@ -11,8 +11,8 @@
 //   1. YAML syntax;  2. top-level keys, name, device and the base values;
 //   3. matrix axes and include/exclude/baseline entries (every value validated like
 //      a base value);  4. Cartesian product, excludes, includes, duplicates;
-//   5. per-cell checks (warmup < steps, accumulation divides batch_size, the
-//      "not supported yet" table);  6. the baseline.
+//   5. per-cell checks (warmup < steps, accumulation divides batch_size,
+//      inject_nonfinite steps <= steps, the "not supported yet" table);  6. the baseline.
 
 #include "runner/config.h"
 
@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <variant>
 
+#include "core/precision.h"
 #include "runner/config_errors.h"
 
 namespace mpb {
@@ -50,10 +51,6 @@ struct NotYetRow {
 // clang-format off
 const std::vector<NotYetRow>& not_supported_yet_table() {
   static const std::vector<NotYetRow> rows = {
-      {"precision",       "precision",       {"fp32"},
-       "mixed precision lands with the mixed-precision issue"},
-      {"loss_scale.mode", "loss_scale mode", {"none"},
-       "loss scaling lands with the mixed-precision issue"},
       {"checkpointing",   "checkpointing",   {"off"},
        "activation checkpointing lands with the checkpointing issue"},
       {"model.kind",      "model.kind",      {"mlp"},
@@ -88,8 +85,9 @@ enum class Type {
   Seed,       // uint64_t
   Number,     // double, finite
   Choice,     // one of `choices` (or an alias of one)
-  Precision,  // named precision or JMP policy string
+  Precision,  // whatever core/precision's resolve_policy accepts
   LossScale,  // none | static | dynamic | number | map of loss_scale.* keys
+  StepList,   // a list of distinct optimizer steps (Int items within `bounds`), kept sorted
 };
 
 // Allowed interval of a number; open ends are exclusive.
@@ -106,15 +104,16 @@ Bounds closed_open(double lo, double hi) { return {lo, false, hi, true}; }  // [
 Bounds open_open(double lo, double hi) { return {lo, true, hi, true}; }     // (lo, hi)
 
 // A place in CellConfig that a key writes to. The order of alternatives matches Value.
-using Field = std::variant<int*, uint64_t*, double*, std::string*, LossScaleConfig*>;
+using Field = std::variant<int*, uint64_t*, double*, std::string*, LossScaleConfig*,
+                           std::vector<int>*>;
 // A parsed, validated value of a key.
-using Value = std::variant<int, uint64_t, double, std::string, LossScaleConfig>;
+using Value = std::variant<int, uint64_t, double, std::string, LossScaleConfig, std::vector<int>>;
 using Accessor = Field (*)(CellConfig&);
 
 struct KeySpec {
   std::string key;  // dotted, as in the YAML: "optimizer.lr"
   Type type;
-  Bounds bounds;                                             // Int, Number
+  Bounds bounds;                                             // Int, Number, StepList items
   std::vector<std::string> choices;                          // Choice
   std::vector<std::pair<std::string, std::string>> aliases;  // Choice: spelling -> choice
   Accessor field;
@@ -137,6 +136,9 @@ KeySpec choice(const char* key, std::vector<std::string> choices, Accessor field
                std::vector<std::pair<std::string, std::string>> aliases = {}) {
   return {key, Type::Choice, {}, std::move(choices), std::move(aliases), field};
 }
+KeySpec step_list(const char* key, Bounds item_bounds, Accessor field) {
+  return {key, Type::StepList, item_bounds, {}, {}, field};
+}
 KeySpec special(const char* key, Type type, Accessor field) {
   return {key, type, {}, {}, {}, field};
 }
@@ -144,8 +146,8 @@ KeySpec special(const char* key, Type type, Accessor field) {
 #define MPB_FIELD(member) [](CellConfig& c) -> Field { return &c.member; }
 
 // Every per-cell key, in docs/CONFIG.md order. Cross-key rules (warmup_steps <
-// steps, accumulation divides batch_size, loss_scale min <= max) are per cell, in
-// Loader::check_cell.
+// steps, accumulation divides batch_size, loss_scale min <= max, inject_nonfinite
+// steps <= steps) are per cell, in Loader::check_cell.
 // clang-format off
 const std::vector<KeySpec>& schema() {
   static const std::vector<KeySpec> keys = {
@@ -171,6 +173,8 @@ const std::vector<KeySpec>& schema() {
                                                              MPB_FIELD(checkpointing), kOffAliases),
       integer("checkpoint_k",               at_least(1),     MPB_FIELD(checkpoint_k)),
       integer("accumulation",               at_least(1),     MPB_FIELD(accumulation)),
+      integer("numerics_every",             at_least(0),     MPB_FIELD(numerics_every)),
+      step_list("inject_nonfinite",         at_least(1),     MPB_FIELD(inject_nonfinite)),
       choice ("model.kind", {"mlp", "bert"},                 MPB_FIELD(model.kind)),
       integer("model.hidden_layers",        at_least(1),     MPB_FIELD(model.hidden_layers)),
       integer("model.width",                at_least(1),     MPB_FIELD(model.width)),
@@ -305,6 +309,11 @@ std::string canonical(const Value& value) {
     std::string operator()(double v) const { return format_number(v); }
     std::string operator()(const std::string& v) const { return v; }
     std::string operator()(const LossScaleConfig& v) const { return format_loss_scale(v); }
+    std::string operator()(const std::vector<int>& v) const {  // "[]", "[5,9]"
+      std::string out = "[";
+      for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+      return out + "]";
+    }
   };
   return std::visit(Visitor{}, value);
 }
@@ -354,17 +363,15 @@ bool is_decimal_number(const std::string& s) {
 const char* skip_plus(const std::string& s) { return s.c_str() + (!s.empty() && s[0] == '+'); }
 
 // ===========================================================================
-// Precision values: named modes or JMP-style policy strings. Checked only for
-// being well-formed; core/precision resolves them.
+// Precision values: core/precision's resolve_policy decides which are valid.
+// The loader only gives them one spelling (Loader::parse_precision) and suggests
+// a named precision for a typo.
 // ===========================================================================
 
+// Candidates for "did you mean" only; a candidate is offered only if
+// resolve_policy accepts it.
 const std::vector<std::string> kNamedPrecisions = {"fp32", "tf32", "amp_fp16", "amp_bf16",
                                                    "O0",   "O1",   "O2",       "O3"};
-const std::vector<std::string> kPolicyDtypes = {"float32", "float16", "bfloat16", "f32",
-                                                "f16",     "bf16",    "half",     "full"};
-const std::vector<std::pair<std::string, std::string>> kPolicyKeys = {
-    {"params", "params"}, {"p", "params"},      {"compute", "compute"},
-    {"c", "compute"},     {"output", "output"}, {"o", "output"}};
 
 bool contains(const std::vector<std::string>& list, const std::string& s) {
   return std::find(list.begin(), list.end(), s) != list.end();
@@ -504,6 +511,8 @@ class Loader {
                               const std::string& path) const;
   LossScaleConfig parse_loss_scale(const YAML::Node& node, const YAML::Mark& mark,
                                    const std::string& path) const;
+  std::vector<int> parse_step_list(const KeySpec& spec, const YAML::Node& node,
+                                   const YAML::Mark& mark, const std::string& path) const;
   LossScaleConfig parse_loss_scale_map(const YAML::Node& node, const YAML::Mark& mark,
                                        const std::string& path) const;
   void check_bounds(const KeySpec& spec, double value, const YAML::Mark& mark,
@@ -714,6 +723,8 @@ Value Loader::parse_value(const KeySpec& spec, const YAML::Node& node, const YAM
       return parse_precision(node, mark, path);
     case Type::LossScale:
       return parse_loss_scale(node, mark, path);
+    case Type::StepList:
+      return parse_step_list(spec, node, mark, path);
   }
   fail(mark, path, "internal error: unhandled key type");
 }
@@ -792,50 +803,76 @@ std::string Loader::parse_choice(const KeySpec& spec, const YAML::Node& node,
   fail(mark, path, message);
 }
 
-// Well-formed: a named precision, a bare dtype, or comma-separated key=dtype parts
-// with keys params/compute/output (or p/c/o), each at most once. The canonical form
-// drops blanks around ',' and '='.
+// The canonical spelling drops blanks around ',' and '=' (so that "p = f32, c = f16"
+// and "p=f32,c=f16" are one cell id); whether the value means anything is up to
+// resolve_policy, which is given the canonical string, as the trainer will be. An
+// empty part (",," or a trailing ',') is rejected here: dropping it would give one
+// policy two spellings.
 std::string Loader::parse_precision(const YAML::Node& node, const YAML::Mark& mark,
                                     const std::string& path) const {
   const std::string& text = expect_scalar(node, mark, path, "a precision");
-  const std::string value = trim(text);
-  if (contains(kNamedPrecisions, value) || contains(kPolicyDtypes, value)) return value;
-  if (value.find('=') == std::string::npos) {
-    std::string message =
-        "unknown precision '" + text + "'; expected " + join(kNamedPrecisions, ", ") +
-        " or a JMP policy such as 'params=float32,compute=float16,output=float32'";
-    if (const auto suggestion = nearest_name(value, kNamedPrecisions)) {
-      message += "; did you mean '" + *suggestion + "'?";
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    std::string part = trim(text.substr(start, comma - start));
+    const auto eq = part.find('=');
+    if (eq != std::string::npos) part = trim(part.substr(0, eq)) + "=" + trim(part.substr(eq + 1));
+    parts.push_back(std::move(part));
+    if (comma == text.size()) break;
+    start = comma + 1;
+  }
+  const std::string value = join(parts, ",");
+  if (parts.size() > 1 && contains(parts, "")) {
+    fail(mark, path, "precision policy '" + text + "' has an empty part (a stray ',')");
+  }
+  try {
+    resolve_policy(value);
+  } catch (const std::invalid_argument& e) {
+    std::string message = e.what();
+    if (message.find("did you mean") == std::string::npos && value.find('=') == std::string::npos) {
+      std::vector<std::string> valid;  // the named precisions that resolve today
+      for (const auto& name : kNamedPrecisions) {
+        try {
+          resolve_policy(name);
+          valid.push_back(name);
+        } catch (const std::invalid_argument&) {
+        }
+      }
+      const auto suggestion = nearest_name(value, valid);
+      if (suggestion && *suggestion != value) message += "; did you mean '" + *suggestion + "'?";
     }
     fail(mark, path, message);
   }
-  std::vector<std::string> parts, seen;
-  std::stringstream stream(value);
-  for (std::string part; std::getline(stream, part, ',');) {
-    const auto eq = part.find('=');
-    const std::string key = trim(part.substr(0, eq));
-    const std::string dtype = eq == std::string::npos ? "" : trim(part.substr(eq + 1));
-    const auto known = std::find_if(kPolicyKeys.begin(), kPolicyKeys.end(),
-                                    [&](const auto& k) { return k.first == key; });
-    const std::string where = "precision policy '" + text + "': ";
-    if (eq == std::string::npos || known == kPolicyKeys.end()) {
-      fail(mark, path,
-           where +
-               "expected parts 'key=dtype' with key params, compute or output (p, c, o), got '" +
-               trim(part) + "'");
-    }
-    if (contains(seen, known->second)) {
-      fail(mark, path, where + "'" + known->second + "' given twice");
-    }
-    if (!contains(kPolicyDtypes, dtype)) {
-      fail(mark, path,
-           where + "unknown dtype '" + dtype + "' (expected " + join(kPolicyDtypes, ", ") + ")");
-    }
-    seen.push_back(known->second);
-    parts.push_back(key + "=" + dtype);
+  return value;
+}
+
+// A YAML list of optimizer steps ([3, 10], or [] for none): each an integer within
+// the key's bounds, none twice. Kept sorted, so that [10, 3] and [3, 10] are one value.
+std::vector<int> Loader::parse_step_list(const KeySpec& spec, const YAML::Node& node,
+                                         const YAML::Mark& mark, const std::string& path) const {
+  if (!node.IsSequence()) {
+    fail(mark, path,
+         "expected a list of optimizer steps such as [3, 10] (or [] for none), got " +
+             describe(node));
   }
-  if (value.back() == ',') fail(mark, path, "precision policy '" + text + "': trailing ','");
-  return join(parts, ",");
+  std::vector<std::pair<int, std::string>> steps;  // step, its path
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node item = node[i];
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    const YAML::Mark item_mark = item.IsNull() ? mark : item.Mark();
+    const int step = parse_int(spec, item, item_mark, item_path);
+    for (const auto& [earlier, earlier_path] : steps) {
+      if (earlier == step) {
+        fail(item_mark, item_path,
+             "step " + std::to_string(step) + " is listed twice (same as " + earlier_path + ")");
+      }
+    }
+    steps.emplace_back(step, item_path);
+  }
+  std::vector<int> out;
+  for (const auto& s : steps) out.push_back(s.first);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 // A string mode, a number (static scale), or a map of loss_scale.* keys. A value
@@ -937,6 +974,12 @@ std::vector<Axis> Loader::parse_matrix(const YAML::Node& node, const YAML::Mark&
     Axis axis;
     for (size_t i = 0; i < values.size(); ++i) {
       const std::string item_path = path + "[" + std::to_string(i) + "]";
+      if (spec.type == Type::StepList && !values[i].IsSequence()) {
+        // "inject_nonfinite: [5, 9]" as an axis: the values of this axis are lists.
+        fail(mark_of(values[i], key), item_path,
+             "expected a list of steps such as [5], got " + describe(values[i]) + "; an " +
+                 spec.key + " axis is a list of lists, such as [[], [5], [5, 9]]");
+      }
       Assignment value = parse_assignment(spec, values[i], key, item_path);
       for (const auto& earlier : axis.values) {
         if (earlier.canonical == value.canonical) {
@@ -1087,6 +1130,13 @@ void Loader::check_cell(const Draft& draft) const {
               "batch_size (" + std::to_string(c.batch_size) +
                   ") is not divisible by accumulation (" + std::to_string(c.accumulation) + ")");
   }
+  for (const int step : c.inject_nonfinite) {
+    if (step > c.steps) {
+      fail_cell(draft, {"inject_nonfinite", "steps"},
+                "inject_nonfinite step " + std::to_string(step) + " is beyond steps (" +
+                    std::to_string(c.steps) + ")");
+    }
+  }
   if (c.loss_scale.max > 0 && c.loss_scale.min > c.loss_scale.max) {
     fail_cell(draft, {"loss_scale.min", "loss_scale.max"},
               "loss_scale min (" + format_number(c.loss_scale.min) + ") is above max (" +
@@ -1182,10 +1232,13 @@ std::string canonical_value_string(const std::string& key, const std::string& te
   const KeySpec* spec = find_spec(key);
   if (!spec) throw std::invalid_argument(unknown_name_message("key", key, cell_keys()));
   try {
-    const YAML::Node node(text);  // a plain scalar, as if written in the file
+    // A plain scalar, as if written in the file; a step list as YAML ("[5, 9]").
+    const YAML::Node node = spec->type == Type::StepList ? YAML::Load(text) : YAML::Node(text);
     return canonical(Loader("", LoadOptions{}).parse_value(*spec, node, node.Mark(), key));
   } catch (const ConfigError& e) {
     throw std::invalid_argument("key '" + key + "': " + e.message());
+  } catch (const YAML::Exception& e) {
+    throw std::invalid_argument("key '" + key + "': '" + text + "' is not a YAML list: " + e.msg);
   }
 }
 

@@ -84,12 +84,20 @@ struct CellConfig {
   int repeats = 1;
   int eval_every = 0;
   int batch_size = 256;
+  // fp32 | tf32 | amp_fp16 | amp_bf16 | O0..O3 | a JMP policy string; blanks around ','
+  // and '=' dropped. Valid means resolve_policy (core/precision.h) accepts it.
   std::string precision = "fp32";
   std::string fusion = "off";  // off | on
   LossScaleConfig loss_scale;
   std::string checkpointing = "off";  // off | every_layer | every_k | sqrt
   int checkpoint_k = 2;
   int accumulation = 1;
+  // Sample numerics-health statistics (gradient/activation underflow and overflow
+  // fractions, log2 magnitude histograms) every k optimizer steps; 0: off.
+  int numerics_every = 10;
+  // Fault injection: optimizer steps (1-based, each <= steps, sorted, distinct) at
+  // which an inf is put into a gradient. Empty: none.
+  std::vector<int> inject_nonfinite;
   ModelConfig model;
   DataConfig data;
   OptimizerConfig optimizer;
@@ -134,11 +142,13 @@ ExperimentConfig load_experiment_from_string(const std::string& yaml_text, const
 std::optional<std::string> unsupported_reason(const std::string& key, const std::string& value);
 
 // The canonical string of a resolved key's value, as cell ids use it:
-// ("optimizer.lr" -> "0.001", "fusion" -> "off", "loss_scale" -> "dynamic{init:1024}").
+// ("optimizer.lr" -> "0.001", "fusion" -> "off", "loss_scale" -> "dynamic{init:1024}",
+// "inject_nonfinite" -> "[5,9]" or "[]").
 // Throws std::invalid_argument for a key that is not a per-cell key of the schema.
 std::string config_value_string(const CellConfig& config, const std::string& key);
 // Parses `text` as a value of `key` (validated like a YAML value; unsupported_reason is
-// not applied) and returns its canonical string ("1e-3" -> "0.001", "false" -> "off").
+// not applied) and returns its canonical string ("1e-3" -> "0.001", "false" -> "off",
+// for inject_nonfinite "[9, 5]" -> "[5,9]").
 // Throws std::invalid_argument for an unknown key or an invalid value.
 std::string canonical_value_string(const std::string& key, const std::string& text);
 
@@ -155,7 +165,7 @@ std::string cell_slug(const std::string& id);
 bool cell_matches_filter(const Cell& cell, const std::string& filter);
 
 // The full resolved configuration as JSON (same key names and nesting as the YAML;
-// loss_scale always as the full map).
+// loss_scale always as the full map, inject_nonfinite as an array of integers).
 nlohmann::json cell_config_to_json(const CellConfig& config);
 // FNV-1a 64 of the canonical (sorted-key) JSON dump, 16 hex digits.
 std::string config_hash(const nlohmann::json& canonical);

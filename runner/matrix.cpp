@@ -31,13 +31,29 @@ bool is_policy_component(const std::string& key) {
          key == "o";
 }
 
+// The first ',' at or after `start` that is not inside [...] (a list value such as
+// inject_nonfinite=[5,9]), or filter.size().
+size_t next_term_end(const std::string& filter, size_t start) {
+  int depth = 0;
+  for (size_t i = start; i < filter.size(); ++i) {
+    if (filter[i] == '[') {
+      ++depth;
+    } else if (filter[i] == ']') {
+      depth = std::max(0, depth - 1);
+    } else if (filter[i] == ',' && depth == 0) {
+      return i;
+    }
+  }
+  return filter.size();
+}
+
 // "precision=fp32, fusion=on" -> {precision, fp32}, {fusion, on}.
 std::vector<FilterTerm> split_filter(const std::string& filter) {
   std::vector<FilterTerm> terms;
   if (trim(filter).empty()) return terms;  // no terms: every cell matches
   size_t start = 0;
   while (start <= filter.size()) {
-    const size_t comma = std::min(filter.find(',', start), filter.size());
+    const size_t comma = next_term_end(filter, start);
     const std::string term = trim(filter.substr(start, comma - start));
     start = comma + 1;
     const auto eq = term.find('=');

@@ -1,12 +1,17 @@
 // Loading and validating experiment files (docs/CONFIG.md): base values, every
-// kind of bad input, and the "not supported yet" table. Matrix expansion is in
+// kind of bad input, precision values against core/precision, the "not supported
+// yet" table, and the example in docs/CONFIG.md. Matrix expansion is in
 // test_matrix.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "core/precision.h"
 #include "runner/config.h"
 
 namespace mpb {
@@ -45,6 +50,17 @@ LoadOptions allow_unsupported() {
   LoadOptions options;
   options.reject_unsupported = false;
   return options;
+}
+
+// What core/precision says about a precision value: "" when resolve_policy accepts
+// it, else its message. The loader must agree with it whatever it accepts.
+std::string policy_error(const std::string& precision) {
+  try {
+    resolve_policy(precision);
+    return "";
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
 }
 
 // ---- ConfigError ------------------------------------------------------------
@@ -105,6 +121,8 @@ loss_scale: none
 checkpointing: off
 checkpoint_k: 3
 accumulation: 4
+numerics_every: 25
+inject_nonfinite: [3, 10]
 model:
   kind: mlp
   hidden_layers: 2
@@ -142,6 +160,8 @@ optimizer:
   EXPECT_EQ(c.checkpointing, "off");
   EXPECT_EQ(c.checkpoint_k, 3);
   EXPECT_EQ(c.accumulation, 4);
+  EXPECT_EQ(c.numerics_every, 25);
+  EXPECT_EQ(c.inject_nonfinite, (std::vector<int>{3, 10}));
   EXPECT_EQ(c.model.hidden_layers, 2);
   EXPECT_EQ(c.model.width, 512);
   EXPECT_EQ(c.model.activation, "relu");
@@ -272,8 +292,7 @@ TEST(ConfigErrors, UnknownKeyInSections) {
   expect_error("name: x\noptimizer: {kind: adamw, weightdecay: 0.1}\n", 2, 26,
                "optimizer.weightdecay", "did you mean 'optimizer.weight_decay'?");
   expect_error("name: x\nloss_scale: {mode: dynamic, grwth_factor: 2}\n", 2, 29,
-               "loss_scale.grwth_factor", "did you mean 'loss_scale.growth_factor'?",
-               allow_unsupported());
+               "loss_scale.grwth_factor", "did you mean 'loss_scale.growth_factor'?");
 }
 
 TEST(ConfigErrors, DottedKeyInTheBase) {
@@ -346,6 +365,8 @@ TEST(ConfigErrors, OutOfRange) {
       {"batch_size: 0", "batch_size", "must be >= 1, got 0"},
       {"accumulation: 0", "accumulation", "must be >= 1, got 0"},
       {"checkpoint_k: 0", "checkpoint_k", "must be >= 1, got 0"},
+      {"numerics_every: -1", "numerics_every", "must be >= 0, got -1"},
+      {"inject_nonfinite: [0]", "inject_nonfinite[0]", "must be >= 1, got 0"},
       {"model: {hidden_layers: 0}", "model.hidden_layers", "must be >= 1, got 0"},
       {"model: {width: 0}", "model.width", "must be >= 1, got 0"},
       {"model: {init_scale: 0}", "model.init_scale", "must be > 0, got 0"},
@@ -417,88 +438,129 @@ TEST(ConfigErrors, BatchSizeMustBeDivisibleByAccumulation) {
 }
 
 // ---- Precision values ------------------------------------------------------------
+// core/precision's resolve_policy decides which precisions are valid; the loader
+// gives a value one spelling and turns a rejection into a ConfigError at the value.
 
-TEST(Precision, NamedAndPolicyValuesAreWellFormed) {
-  const std::string values[] = {"fp32",
-                                "tf32",
-                                "amp_fp16",
-                                "amp_bf16",
-                                "O0",
-                                "O3",
-                                "float16",
-                                "bf16",
-                                "half",
-                                "params=float32,compute=float16,output=float32",
-                                "p=f32,c=bf16,o=f32",
-                                "params=full,compute=half"};
-  for (const auto& v : values) {
-    EXPECT_EQ(load("name: x\nprecision: \"" + v + "\"\n", allow_unsupported()).base.precision, v);
+// Loads `precision: "<written>"` and checks it against resolve_policy(canonical):
+// accepted -> the base precision is `canonical`; rejected -> a ConfigError at the
+// value (line 2, column 12) whose message starts with resolve_policy's.
+void expect_precision_like_resolve_policy(const std::string& written,
+                                          const std::string& canonical) {
+  const std::string yaml = "name: x\nprecision: \"" + written + "\"\n";
+  const std::string rejected = policy_error(canonical);
+  if (rejected.empty()) {
+    EXPECT_EQ(load(yaml).base.precision, canonical) << "written: '" << written << "'";
+    return;
   }
-  // Blanks around ',' and '=' are not part of the canonical value.
-  EXPECT_EQ(load("name: x\nprecision: \"p = f32, c = f16\"\n", allow_unsupported()).base.precision,
-            "p=f32,c=f16");
+  const ConfigError e = error_of(yaml);
+  EXPECT_EQ(e.file(), kFile);
+  EXPECT_EQ(e.line(), 2) << e.what();
+  EXPECT_EQ(e.col(), 12) << e.what();
+  EXPECT_EQ(e.key(), "precision") << e.what();
+  EXPECT_EQ(e.message().rfind(rejected, 0), 0u)
+      << "message: " << e.message() << "\nresolve_policy: " << rejected;
 }
 
-TEST(Precision, MalformedValuesAreRejected) {
-  const LoadOptions any = allow_unsupported();
-  expect_error("name: x\nprecision: fp33\n", 2, 12, "precision",
-               "unknown precision 'fp33'; expected fp32, tf32", any);
-  EXPECT_NE(error_of("name: x\nprecision: fp33\n", any).message().find("did you mean 'fp32'?"),
-            std::string::npos);
-  expect_error("name: x\nprecision: float64\n", 2, 12, "precision", "unknown precision 'float64'",
-               any);
+TEST(Precision, AcceptsExactlyWhatResolvePolicyAccepts) {
+  for (const std::string v :
+       {"fp32", "tf32", "amp_fp16", "amp_bf16", "O0", "O1", "O2", "O3", "float32", "float16",
+        "bfloat16", "f32", "f16", "bf16", "half", "full",
+        "params=float32,compute=float16,output=float32", "p=f32,c=bf16,o=f32",
+        "params=full,compute=half", "p=f16,c=f16,o=f16", "params=float16", "p=f16,c=bf16",
+        "fp33", "float64", "O4", "params=float33", "weights=f16", "params=f16,p=f32", "amp"}) {
+    expect_precision_like_resolve_policy(v, v);
+  }
+}
+
+TEST(Precision, BlanksAroundCommasAndEqualsAreNotPartOfTheValue) {
+  expect_precision_like_resolve_policy("  p = f32 , c = f16 ", "p=f32,c=f16");
+  expect_precision_like_resolve_policy(" params =float32,compute= bfloat16",
+                                       "params=float32,compute=bfloat16");
+  expect_precision_like_resolve_policy(" tf32 ", "tf32");
+}
+
+TEST(Precision, DocumentedFormsLoad) {
+  // The forms docs/CONFIG.md documents; each must resolve (and run: no "not supported
+  // yet" for any precision).
+  for (const std::string v :
+       {"fp32", "tf32", "amp_fp16", "amp_bf16", "O0", "O1", "O2", "O3",
+        "params=float32,compute=float16,output=float32", "p=f32,c=bf16,o=bf16",
+        "params=full,compute=half", "bfloat16", "half"}) {
+    try {
+      EXPECT_EQ(load("name: x\nprecision: \"" + v + "\"\n").base.precision, v);
+    } catch (const ConfigError& e) {
+      ADD_FAILURE() << v << ": " << e.what();
+    }
+  }
+}
+
+TEST(Precision, RejectionIsAConfigErrorAtTheValue) {
+  const ConfigError e = error_of("name: x\nprecision: fp33\n");
+  EXPECT_EQ(e.line(), 2);
+  EXPECT_EQ(e.col(), 12);
+  EXPECT_EQ(e.key(), "precision");
+  ASSERT_FALSE(policy_error("fp33").empty());
+  // resolve_policy's message, plus a suggestion among the names that resolve.
+  EXPECT_EQ(e.message(), policy_error("fp33") + "; did you mean 'fp32'?");
+  EXPECT_EQ(std::string(e.what()), "experiments/x.yaml:2:12: key 'precision': " + e.message());
+
+  expect_error("name: x\nprecision: float64\n", 2, 12, "precision", policy_error("float64"));
   expect_error("name: x\nprecision: \"params=float33\"\n", 2, 12, "precision",
-               "unknown dtype 'float33'", any);
-  expect_error("name: x\nprecision: \"weights=f16\"\n", 2, 12, "precision",
-               "with key params, compute or output", any);
-  expect_error("name: x\nprecision: \"params=f16,p=f32\"\n", 2, 12, "precision",
-               "'params' given twice", any);
-  expect_error("name: x\nprecision: \"params=f16,\"\n", 2, 12, "precision", "", any);
+               policy_error("params=float33"));
   expect_error("name: x\nmatrix:\n  precision: [fp32, fp33]\n", 3, 21, "matrix.precision[1]",
-               "unknown precision 'fp33'", any);
+               policy_error("fp33"));
+  expect_error("name: x\ninclude:\n  - {precision: \"weights=f16\"}\n", 3, 17,
+               "include[0].precision", policy_error("weights=f16"));
+  expect_error("name: x\nbaseline: {precision: O9}\n", 2, 23, "baseline.precision",
+               policy_error("O9"));
+  // Checked where written, even where every cell overrides it.
+  expect_error("name: x\nprecision: fp64\nmatrix:\n  precision: [fp32]\n", 2, 12, "precision",
+               policy_error("fp64"));
+}
+
+TEST(Precision, EmptyPolicyPartsAndNonScalars) {
+  expect_error("name: x\nprecision: \"c=f16,\"\n", 2, 12, "precision",
+               "precision policy 'c=f16,' has an empty part (a stray ',')");
+  expect_error("name: x\nprecision: \"p=f32,,c=f16\"\n", 2, 12, "precision", "has an empty part");
+  expect_error("name: x\nprecision: [fp32]\n", 2, 12, "precision",
+               "expected a precision, got a list");
+  expect_error("name: x\nprecision:\nseed: 1\n", 2, 1, "precision",
+               "expected a precision, got an empty value");
 }
 
 // ---- Not supported yet ------------------------------------------------------------
 
 TEST(Unsupported, Table) {
-  EXPECT_EQ(unsupported_reason("precision", "fp32"), std::nullopt);
-  EXPECT_EQ(unsupported_reason("precision", "amp_fp16"),
-            "precision 'amp_fp16' is not supported yet (mixed precision lands with the "
-            "mixed-precision issue)");
-  EXPECT_TRUE(unsupported_reason("precision", "tf32"));
-  EXPECT_TRUE(unsupported_reason("precision", "O1"));
-  EXPECT_TRUE(unsupported_reason("precision", "params=float32,compute=float16"));
-  EXPECT_EQ(unsupported_reason("loss_scale.mode", "none"), std::nullopt);
-  EXPECT_TRUE(unsupported_reason("loss_scale.mode", "static"));
-  EXPECT_TRUE(unsupported_reason("loss_scale.mode", "dynamic"));
+  // Every precision and every loss-scale mode is supported; which precisions are
+  // valid is resolve_policy's business.
+  for (const char* v : {"fp32", "tf32", "amp_fp16", "amp_bf16", "O1", "O3",
+                        "params=float32,compute=float16"}) {
+    EXPECT_EQ(unsupported_reason("precision", v), std::nullopt) << v;
+  }
+  for (const char* mode : {"none", "static", "dynamic"}) {
+    EXPECT_EQ(unsupported_reason("loss_scale.mode", mode), std::nullopt) << mode;
+  }
   EXPECT_EQ(unsupported_reason("checkpointing", "off"), std::nullopt);
-  EXPECT_TRUE(unsupported_reason("checkpointing", "sqrt"));
+  EXPECT_EQ(unsupported_reason("checkpointing", "sqrt"),
+            "checkpointing 'sqrt' is not supported yet (activation checkpointing lands with the "
+            "checkpointing issue)");
   EXPECT_EQ(unsupported_reason("model.kind", "mlp"), std::nullopt);
   EXPECT_TRUE(unsupported_reason("model.kind", "bert"));
   EXPECT_EQ(unsupported_reason("optimizer.kind", "adamw"), std::nullopt);
   EXPECT_EQ(unsupported_reason("optimizer.kind", "sgd"), std::nullopt);
   EXPECT_TRUE(unsupported_reason("optimizer.kind", "lamb"));
-  // Supported: fusion both ways, any accumulation.
+  // Supported: fusion both ways, any accumulation, fault injection, numerics sampling.
   EXPECT_EQ(unsupported_reason("fusion", "on"), std::nullopt);
   EXPECT_EQ(unsupported_reason("accumulation", "8"), std::nullopt);
+  EXPECT_EQ(unsupported_reason("inject_nonfinite", "[5]"), std::nullopt);
+  EXPECT_EQ(unsupported_reason("numerics_every", "1"), std::nullopt);
 }
 
 TEST(Unsupported, RejectedWhereWritten) {
-  const ConfigError e = error_of("name: x\nprecision: amp_fp16\n");
+  const ConfigError e = error_of("name: x\ncheckpointing: sqrt\n");
   EXPECT_STREQ(e.what(),
-               "experiments/x.yaml:2:12: key 'precision': precision 'amp_fp16' is not supported "
-               "yet (mixed precision lands with the mixed-precision issue)");
-  expect_error("name: x\nmatrix:\n  precision: [fp32, tf32]\n", 3, 21, "matrix.precision[1]",
-               "precision 'tf32' is not supported yet");
-  expect_error("name: x\nloss_scale: dynamic\n", 2, 13, "loss_scale",
-               "loss_scale mode 'dynamic' is not supported yet");
-  expect_error("name: x\nloss_scale: 1024\n", 2, 13, "loss_scale",
-               "loss_scale mode 'static' is not supported yet");
-  // A loss_scale map is one value: the error points at the map.
-  expect_error("name: x\nloss_scale:\n  mode: dynamic\n  init: 1024\n", 3, 3, "loss_scale",
-               "loss_scale mode 'dynamic' is not supported yet");
-  expect_error("name: x\ncheckpointing: sqrt\n", 2, 16, "checkpointing",
-               "checkpointing 'sqrt' is not supported yet");
+               "experiments/x.yaml:2:16: key 'checkpointing': checkpointing 'sqrt' is not "
+               "supported yet (activation checkpointing lands with the checkpointing issue)");
   expect_error("name: x\nmodel:\n  kind: bert\n", 3, 9, "model.kind",
                "model.kind 'bert' is not supported yet");
   expect_error("name: x\ninclude:\n  - {checkpointing: every_layer}\n", 3, 21,
@@ -516,59 +578,206 @@ matrix:
   EXPECT_EQ(e.cells.size(), 8u);
 }
 
+TEST(Unsupported, EveryLossScaleModeLoads) {
+  EXPECT_EQ(load("name: x\nloss_scale: none\n").base.loss_scale.mode, "none");
+  EXPECT_EQ(load("name: x\nloss_scale: static\n").base.loss_scale.mode, "static");
+  EXPECT_EQ(load("name: x\nloss_scale: dynamic\n").base.loss_scale.mode, "dynamic");
+  EXPECT_EQ(load("name: x\nloss_scale: 1024\n").base.loss_scale.mode, "static");
+  EXPECT_EQ(load("name: x\nloss_scale:\n  mode: dynamic\n  init: 1024\n").base.loss_scale.init,
+            1024.0);
+  EXPECT_EQ(load("name: x\nmatrix:\n  loss_scale: [none, static, dynamic]\n").cells.size(), 3u);
+}
+
 TEST(Unsupported, OptionTurnsTheTableOff) {
   const ExperimentConfig e =
-      load("name: x\nprecision: amp_bf16\ncheckpointing: sqrt\nloss_scale: dynamic\n",
-           allow_unsupported());
-  EXPECT_EQ(e.base.precision, "amp_bf16");
+      load("name: x\ncheckpointing: sqrt\nmodel: {kind: bert}\n", allow_unsupported());
   EXPECT_EQ(e.base.checkpointing, "sqrt");
-  EXPECT_EQ(e.base.loss_scale.mode, "dynamic");
+  EXPECT_EQ(e.base.model.kind, "bert");
 }
 
 TEST(Unsupported, BaseValueEveryCellOverridesIsNotRun) {
   // Only values that a cell runs are checked.
-  const ExperimentConfig e = load("name: x\nprecision: tf32\nmatrix:\n  precision: [fp32]\n");
+  const ExperimentConfig e =
+      load("name: x\ncheckpointing: sqrt\nmatrix:\n  checkpointing: [off]\n");
   ASSERT_EQ(e.cells.size(), 1u);
-  EXPECT_EQ(e.cells[0].config.precision, "fp32");
+  EXPECT_EQ(e.cells[0].config.checkpointing, "off");
 }
 
 // ---- loss_scale values ---------------------------------------------------------------
 
 TEST(LossScale, Forms) {
-  const LoadOptions any = allow_unsupported();
-  EXPECT_EQ(load("name: x\nloss_scale: static\n", any).base.loss_scale.mode, "static");
-  const LossScaleConfig number = load("name: x\nloss_scale: 1024\n", any).base.loss_scale;
+  EXPECT_EQ(load("name: x\nloss_scale: static\n").base.loss_scale.mode, "static");
+  const LossScaleConfig number = load("name: x\nloss_scale: 1024\n").base.loss_scale;
   EXPECT_EQ(number.mode, "static");
   EXPECT_DOUBLE_EQ(number.value, 1024.0);
   const LossScaleConfig map = load(R"(name: x
 loss_scale: {mode: dynamic, init: 65536, growth_factor: 2, backoff_factor: 0.5,
              growth_interval: 2000, min: 1, max: 16777216, hysteresis: 3}
-)",
-                                   any)
+)")
                                   .base.loss_scale;
   EXPECT_EQ(map.mode, "dynamic");
   EXPECT_DOUBLE_EQ(map.min, 1.0);
   EXPECT_DOUBLE_EQ(map.max, 16777216.0);
   EXPECT_EQ(map.hysteresis, 3);
   const LossScaleConfig fixed =
-      load("name: x\nloss_scale: {mode: static, value: 8}\n", any).base.loss_scale;
+      load("name: x\nloss_scale: {mode: static, value: 8}\n").base.loss_scale;
   EXPECT_DOUBLE_EQ(fixed.value, 8.0);
 }
 
 TEST(LossScale, BadForms) {
-  const LoadOptions any = allow_unsupported();
   expect_error(
       "name: x\nloss_scale: dynamc\n", 2, 13, "loss_scale",
       "expected none, static, dynamic, a number (static scale) or a map, got 'dynamc'; did "
-      "you mean 'dynamic'?",
-      any);
-  expect_error("name: x\nloss_scale: {init: 8}\n", 2, 13, "loss_scale", "needs 'mode'", any);
+      "you mean 'dynamic'?");
+  expect_error("name: x\nloss_scale: {init: 8}\n", 2, 13, "loss_scale", "needs 'mode'");
   expect_error("name: x\nloss_scale: {mode: static, init: 8}\n", 2, 28, "loss_scale.init",
-               "'init' applies to mode dynamic, not static", any);
+               "'init' applies to mode dynamic, not static");
   expect_error("name: x\nloss_scale: {mode: dynamic, value: 8}\n", 2, 29, "loss_scale.value",
-               "'value' applies to mode static, not dynamic", any);
+               "'value' applies to mode static, not dynamic");
   expect_error("name: x\nloss_scale: {mode: dynamic, min: 8, max: 4}\n", 2, 13, "loss_scale",
-               "loss_scale min (8) is above max (4)", any);
+               "loss_scale min (8) is above max (4)");
+}
+
+// ---- numerics_every -------------------------------------------------------------------
+
+TEST(NumericsEvery, DefaultOffAndEveryK) {
+  EXPECT_EQ(load("name: x\n").base.numerics_every, 10);
+  EXPECT_EQ(load("name: x\nnumerics_every: 0\n").base.numerics_every, 0);  // off
+  EXPECT_EQ(load("name: x\nnumerics_every: 1\n").base.numerics_every, 1);
+  EXPECT_EQ(load("name: x\nnumerics_every: +250\n").base.numerics_every, 250);
+  const CellConfig defaults;
+  EXPECT_EQ(cell_config_to_json(defaults)["numerics_every"], 10);
+  EXPECT_EQ(config_value_string(defaults, "numerics_every"), "10");
+}
+
+TEST(NumericsEvery, BadValues) {
+  expect_error("name: x\nnumerics_every: -1\n", 2, 17, "numerics_every", "must be >= 0, got -1");
+  expect_error("name: x\nnumerics_every: often\n", 2, 17, "numerics_every",
+               "expected an integer, got 'often'");
+  expect_error("name: x\nnumerics_every: 2.5\n", 2, 17, "numerics_every",
+               "expected an integer, got '2.5'");
+  expect_error("name: x\nnumerics_every: [10]\n", 2, 17, "numerics_every",
+               "expected an integer, got a list");
+  expect_error("name: x\nnumerics_every: 99999999999\n", 2, 17, "numerics_every",
+               "integer out of range");
+  expect_error("name: x\nnumerics_every:\nseed: 1\n", 2, 1, "numerics_every",
+               "expected an integer, got an empty value");
+  expect_error("name: x\nnumerics_evry: 5\n", 2, 1, "numerics_evry",
+               "did you mean 'numerics_every'?");
+  expect_error("name: x\nmatrix:\n  numerics_every: [0, -5]\n", 3, 23, "matrix.numerics_every[1]",
+               "must be >= 0, got -5");
+}
+
+// ---- inject_nonfinite -------------------------------------------------------------------
+
+TEST(InjectNonfinite, Values) {
+  EXPECT_TRUE(load("name: x\n").base.inject_nonfinite.empty());  // default: none
+  EXPECT_EQ(load("name: x\ninject_nonfinite: [3, 10]\n").base.inject_nonfinite,
+            (std::vector<int>{3, 10}));
+  EXPECT_TRUE(load("name: x\ninject_nonfinite: []\n").base.inject_nonfinite.empty());
+  // Any order; kept sorted.
+  EXPECT_EQ(load("name: x\ninject_nonfinite: [10, 3]\n").base.inject_nonfinite,
+            (std::vector<int>{3, 10}));
+  EXPECT_EQ(load("name: x\ninject_nonfinite:\n  - 7\n  - +2\n").base.inject_nonfinite,
+            (std::vector<int>{2, 7}));
+  // Step 1 and the last step are both optimizer steps.
+  const ExperimentConfig last = load("name: x\nsteps: 10\ninject_nonfinite: [1, 10]\n");
+  EXPECT_EQ(last.cells[0].config.inject_nonfinite, (std::vector<int>{1, 10}));
+}
+
+TEST(InjectNonfinite, CanonicalStringAndJsonArray) {
+  CellConfig config;
+  EXPECT_EQ(config_value_string(config, "inject_nonfinite"), "[]");
+  nlohmann::json j = cell_config_to_json(config);
+  ASSERT_TRUE(j["inject_nonfinite"].is_array());
+  EXPECT_TRUE(j["inject_nonfinite"].empty());
+  config.inject_nonfinite = {5, 9};
+  EXPECT_EQ(config_value_string(config, "inject_nonfinite"), "[5,9]");
+  j = cell_config_to_json(config);
+  EXPECT_EQ(j["inject_nonfinite"], nlohmann::json::array({5, 9}));
+  EXPECT_TRUE(j["inject_nonfinite"][0].is_number_integer());
+  EXPECT_EQ(canonical_value_string("inject_nonfinite", "[9, 5]"), "[5,9]");
+  EXPECT_EQ(canonical_value_string("inject_nonfinite", "[]"), "[]");
+  for (const char* bad : {"5", "[0]", "[5, 5]", "[5,", "[a]", "{a: 1}", ""}) {
+    EXPECT_THROW(canonical_value_string("inject_nonfinite", bad), std::invalid_argument) << bad;
+  }
+}
+
+TEST(InjectNonfinite, BadValues) {
+  const ConfigError e = error_of("name: x\ninject_nonfinite: 5\n");
+  EXPECT_STREQ(e.what(),
+               "experiments/x.yaml:2:19: key 'inject_nonfinite': expected a list of optimizer "
+               "steps such as [3, 10] (or [] for none), got '5'");
+  expect_error("name: x\ninject_nonfinite: {a: 1}\n", 2, 19, "inject_nonfinite",
+               "expected a list of optimizer steps such as [3, 10] (or [] for none), got a map");
+  expect_error("name: x\ninject_nonfinite:\nseed: 1\n", 2, 1, "inject_nonfinite",
+               "got an empty value");
+  expect_error("name: x\ninject_nonfinite: [3, 0]\n", 2, 23, "inject_nonfinite[1]",
+               "must be >= 1, got 0");
+  expect_error("name: x\ninject_nonfinite: [3, -2]\n", 2, 23, "inject_nonfinite[1]",
+               "must be >= 1, got -2");
+  expect_error("name: x\ninject_nonfinite: [3, x]\n", 2, 23, "inject_nonfinite[1]",
+               "expected an integer, got 'x'");
+  expect_error("name: x\ninject_nonfinite: [1.5]\n", 2, 20, "inject_nonfinite[0]",
+               "expected an integer, got '1.5'");
+  expect_error("name: x\ninject_nonfinite: [[3]]\n", 2, 20, "inject_nonfinite[0]",
+               "expected an integer, got a list");
+  expect_error("name: x\ninject_nonfinite: [99999999999]\n", 2, 20, "inject_nonfinite[0]",
+               "integer out of range");
+  expect_error("name: x\ninject_nonfinite: [3, 10, 3]\n", 2, 27, "inject_nonfinite[2]",
+               "step 3 is listed twice (same as inject_nonfinite[0])");
+  expect_error("name: x\ninject_nonfinite:\n  - 4\n  - abc\n", 4, 5, "inject_nonfinite[1]",
+               "expected an integer, got 'abc'");
+}
+
+TEST(InjectNonfinite, StepsMustNotExceedSteps) {
+  const ConfigError e = error_of("name: x\nsteps: 20\ninject_nonfinite: [5, 21]\n");
+  EXPECT_STREQ(e.what(),
+               "experiments/x.yaml:3:19: key 'inject_nonfinite': cell 'base': inject_nonfinite "
+               "step 21 is beyond steps (20)");
+  // Against the default steps (60).
+  expect_error("name: x\ninject_nonfinite: [61]\n", 2, 19, "inject_nonfinite",
+               "cell 'base': inject_nonfinite step 61 is beyond steps (60)");
+}
+
+// ---- docs/CONFIG.md ----------------------------------------------------------------------
+
+// The text of the first ```yaml block of a Markdown file ("" if there is none).
+std::string first_yaml_block(const std::string& markdown) {
+  const std::string fence = "```yaml\n";
+  const auto start = markdown.find(fence);
+  if (start == std::string::npos) return "";
+  const auto body = start + fence.size();
+  const auto end = markdown.find("\n```", body);
+  if (end == std::string::npos) return "";
+  return markdown.substr(body, end + 1 - body);
+}
+
+TEST(Docs, ConfigMdExampleLoadsVerbatim) {
+  const std::string path = std::string(MPB_SOURCE_DIR) + "/docs/CONFIG.md";
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << "cannot open " << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string yaml = first_yaml_block(text.str());
+  ASSERT_FALSE(yaml.empty()) << "no ```yaml block in " << path;
+  try {
+    // Default options: the example must also be runnable (no "not supported yet").
+    const ExperimentConfig e = load_experiment_from_string(yaml, "docs/CONFIG.md");
+    EXPECT_EQ(e.name, "quickstart");
+    // What the text after the example says it expands to.
+    EXPECT_EQ(e.cells.size(), 7u);
+    int baselines = 0;
+    for (const auto& cell : e.cells) {
+      if (cell.is_baseline) {
+        ++baselines;
+        EXPECT_EQ(cell.id, "precision=fp32,fusion=off,model.width=1024");
+      }
+    }
+    EXPECT_EQ(baselines, 1);
+  } catch (const ConfigError& e) {
+    FAIL() << "the example in docs/CONFIG.md does not load: " << e.what();
+  }
 }
 
 }  // namespace
