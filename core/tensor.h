@@ -32,7 +32,13 @@ struct Shape {
   // The shape seen as a matrix: all leading dimensions folded into rows.
   int64_t rows() const { return ndim == 0 ? 0 : numel() / dims[ndim - 1]; }
   int64_t cols() const { return ndim == 0 ? 0 : dims[ndim - 1]; }
-  bool operator==(const Shape& o) const { return ndim == o.ndim && dims == o.dims; }
+  // Only the first ndim entries are the shape; the rest are not compared.
+  bool operator==(const Shape& o) const {
+    if (ndim != o.ndim) return false;
+    for (int i = 0; i < ndim; ++i)
+      if (dims[i] != o.dims[i]) return false;
+    return true;
+  }
   bool operator!=(const Shape& o) const { return !(*this == o); }
   std::string str() const {
     std::string s = "[";

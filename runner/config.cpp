@@ -173,6 +173,7 @@ const std::vector<KeySpec>& schema() {
                                                              MPB_FIELD(checkpointing), kOffAliases),
       integer("checkpoint_k",               at_least(1),     MPB_FIELD(checkpoint_k)),
       integer("accumulation",               at_least(1),     MPB_FIELD(accumulation)),
+      number ("loss_weight",                above(0),        MPB_FIELD(loss_weight)),
       integer("numerics_every",             at_least(0),     MPB_FIELD(numerics_every)),
       step_list("inject_nonfinite",         at_least(1),     MPB_FIELD(inject_nonfinite)),
       choice ("model.kind", {"mlp", "bert"},                 MPB_FIELD(model.kind)),

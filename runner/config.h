@@ -91,6 +91,10 @@ struct CellConfig {
   LossScaleConfig loss_scale;
   std::string checkpointing = "off";  // off | every_layer | every_k | sqrt
   int checkpoint_k = 2;
+  // Multiplies the training loss (and so every gradient), as an auxiliary
+  // loss's weight or a mean over very many tokens would; curves report the
+  // unweighted loss. Small values make fp16 gradients underflow.
+  double loss_weight = 1.0;
   int accumulation = 1;
   // Sample numerics-health statistics (gradient/activation underflow and overflow
   // fractions, log2 magnitude histograms) every k optimizer steps; 0: off.

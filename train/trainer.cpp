@@ -84,7 +84,8 @@ void Trainer::step(int step) {
     // Each micro-batch's summed loss is divided by the full batch size, so N
     // micro-batches of B/N equal one batch of B; the loss scale multiplies it.
     loss_sum += model_.train_micro(model_.input().row_slice(0, micro), y_.tensor().flat_slice(0, micro),
-                                   float(S / double(B)), mb == 0 ? GradMode::Overwrite : GradMode::Accumulate);
+                                   float(S * cfg_.loss_weight / double(B)),
+                                   mb == 0 ? GradMode::Overwrite : GradMode::Accumulate);
     model_.set_probe({});
     sample_ = nullptr;
   }
@@ -96,7 +97,7 @@ void Trainer::step(int step) {
   // Once per optimizer step: unscale, finite check, norm, clip, step or skip.
   const TensorStats st = dev_.stats(model_.grads());
   const bool finite = st.nonfinite == 0 && std::isfinite(st.sum_squares);
-  const double norm = finite ? std::sqrt(st.sum_squares) / S : NAN;
+  const double norm = finite ? std::sqrt(st.sum_squares) / S : NAN;  // of the (weighted) loss's gradient
   const bool skip = scaler_.update(finite);
   if (!skip) {
     const double clip = (cfg_.optimizer.grad_clip > 0 && norm > cfg_.optimizer.grad_clip) ? cfg_.optimizer.grad_clip / norm : 1.0;

@@ -782,3 +782,21 @@ TEST(Docs, ConfigMdExampleLoadsVerbatim) {
 
 }  // namespace
 }  // namespace mpb
+
+namespace mpb {
+namespace {
+
+TEST(LossWeight, ParsesAndRejectsNonPositive) {
+  ExperimentConfig e = load_experiment_from_string("name: w\nloss_weight: 0.001\n", "w.yaml");
+  EXPECT_DOUBLE_EQ(e.cells.at(0).config.loss_weight, 0.001);
+  try {
+    load_experiment_from_string("name: w\nloss_weight: 0\n", "w.yaml");
+    ADD_FAILURE() << "loss_weight 0 accepted";
+  } catch (const ConfigError& err) {
+    EXPECT_EQ(err.key(), "loss_weight");
+    EXPECT_EQ(err.line(), 2);
+  }
+}
+
+}  // namespace
+}  // namespace mpb
