@@ -1,6 +1,8 @@
 // Element-wise CUDA kernels. Every element is read and written through
-// scalar::load_f32/store_f32 and computed with the scalar cores in ops/*.h,
-// the same functions the CPU backend runs, so the CPU tests prove this math.
+// ops/dtype_io.h (scalar::load_f32/store_f32, or the typed scalar::Elem<T>
+// where a kernel is instantiated per dtype) and computed with the scalar
+// cores in ops/*.h, the same functions the CPU backend runs, so the CPU tests
+// prove this math.
 #include <algorithm>
 
 #include "core/cuda/cuda_check.h"
@@ -28,14 +30,19 @@ __global__ void scale_kernel(void* p, DType t, int64_t n, float factor) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) store_f32(p, t, i, load_f32(p, t, i) * factor);
 }
 
-__global__ void add_bias_kernel(void* y, DType t, int64_t n, int64_t cols, const float* bias) {
+// y[r, c] = y[r, c] + bias[c] in fp32, stored in y's dtype: the CPU
+// backend's expression (ops/cpu/elementwise.cpp), for every pair of dtypes.
+template <DType T, DType B>
+__global__ void add_bias_kernel(void* y, int64_t n, int64_t cols, const void* bias) {
+  using EY = scalar::Elem<T>;
+  using EB = scalar::Elem<B>;
   // The column advances by a constant per grid stride: no 64-bit division per element.
   const int64_t stride = grid_threads();
   const int64_t step = stride % cols;
   int64_t i = global_thread();
   int64_t c = i % cols;
   for (; i < n; i += stride) {
-    store_f32(y, t, i, load_f32(y, t, i) + bias[c]);
+    EY::store(y, i, EY::load(y, i) + EB::load(bias, c));
     c += step;
     if (c >= cols) c -= cols;
   }
@@ -64,8 +71,10 @@ constexpr int kBgCols = 32;
 constexpr int kBgLanes = kThreads / kBgCols;  // 8
 constexpr int64_t kBgMinRowsPerChunk = 256;
 
-__global__ void bias_grad_partial_kernel(const void* dy, DType t, int64_t rows, int64_t cols, int64_t rows_per_chunk,
+template <DType T>
+__global__ void bias_grad_partial_kernel(const void* dy, int64_t rows, int64_t cols, int64_t rows_per_chunk,
                                          float* partial) {
+  using E = scalar::Elem<T>;
   __shared__ float s[kBgLanes][kBgCols + 1];
   const int tx = static_cast<int>(threadIdx.x) % kBgCols;
   const int ty = static_cast<int>(threadIdx.x) / kBgCols;
@@ -74,7 +83,7 @@ __global__ void bias_grad_partial_kernel(const void* dy, DType t, int64_t rows, 
   const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
   float acc = 0.0f;
   if (c < cols)
-    for (int64_t r = r0 + ty; r < r1; r += kBgLanes) acc += load_f32(dy, t, r * cols + c);
+    for (int64_t r = r0 + ty; r < r1; r += kBgLanes) acc += E::load(dy, r * cols + c);
   s[ty][tx] = acc;
   __syncthreads();
   for (int h = kBgLanes / 2; h > 0; h >>= 1) {
@@ -84,14 +93,17 @@ __global__ void bias_grad_partial_kernel(const void* dy, DType t, int64_t rows, 
   if (ty == 0 && c < cols) partial[static_cast<int64_t>(blockIdx.y) * cols + c] = s[0][tx];
 }
 
-// Stage 2: each column adds its chunk partials in chunk order; then
-// db = (accumulate ? db : 0) + sum, the CPU backend's expression.
-__global__ void bias_grad_finish_kernel(const float* partial, int64_t chunks, int64_t cols, float* db,
+// Stage 2: each column adds its chunk partials in chunk order (fp32); then
+// db = (accumulate ? db : 0) + sum in fp32, loaded and stored in db's dtype:
+// the CPU backend's expression.
+template <DType D>
+__global__ void bias_grad_finish_kernel(const float* partial, int64_t chunks, int64_t cols, void* db,
                                         bool accumulate) {
+  using ED = scalar::Elem<D>;
   for (int64_t c = global_thread(); c < cols; c += grid_threads()) {
     float sum = 0.0f;
     for (int64_t ch = 0; ch < chunks; ++ch) sum += partial[ch * cols + c];
-    db[c] = (accumulate ? db[c] : 0.0f) + sum;
+    ED::store(db, c, (accumulate ? ED::load(db, c) : 0.0f) + sum);
   }
 }
 
@@ -134,12 +146,16 @@ void CudaDevice::scale(const Tensor& t, float factor) {
 
 void CudaDevice::add_bias(const Tensor& y, const Tensor& bias) {
   require_float(y, "add_bias", "float tensor expected");
-  require(bias.dtype == DType::F32 && bias.numel() == y.cols(), "add_bias", "bias must be fp32 [cols]");
+  require(is_float(bias.dtype) && bias.numel() == y.cols(), "add_bias", "bias must be a float [cols]");
   const int64_t n = y.numel();
   if (n == 0) return;
   require(bias.data != nullptr, "add_bias", "null bias");
-  add_bias_kernel<<<elementwise_grid(n), kThreads, 0, stream()>>>(y.data, y.dtype, n, y.cols(),
-                                                                  static_cast<const float*>(bias.data));
+  const int64_t cols = y.cols();
+  const unsigned grid = elementwise_grid(n);
+  dispatch_float2(y.dtype, bias.dtype, "add_bias", [&](auto T, auto B) {
+    add_bias_kernel<decltype(T)::value, decltype(B)::value><<<grid, kThreads, 0, stream()>>>(y.data, n, cols,
+                                                                                           bias.data);
+  });
   MPB_CHECK_LAUNCH("add_bias_kernel");
 }
 
@@ -169,7 +185,7 @@ void CudaDevice::activation_backward(Activation act, const Tensor& din, const Te
 
 void CudaDevice::bias_grad(const Tensor& db, const Tensor& dy, GradMode mode) {
   require_float(dy, "bias_grad", "float tensor expected");
-  require(db.dtype == DType::F32 && db.numel() == dy.cols(), "bias_grad", "db must be fp32 [cols]");
+  require(is_float(db.dtype) && db.numel() == dy.cols(), "bias_grad", "db must be a float [cols]");
   const int64_t rows = dy.rows(), cols = dy.cols();
   if (cols == 0) return;
   require(db.data != nullptr, "bias_grad", "null db");
@@ -184,10 +200,17 @@ void CudaDevice::bias_grad(const Tensor& db, const Tensor& dy, GradMode mode) {
   require(col_blocks <= 0x7FFFFFFF, "bias_grad", "too many columns");
   auto* partial = static_cast<float*>(scratch(kScratchReduce, static_cast<size_t>(chunks * cols) * sizeof(float)));
   const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks));
-  bias_grad_partial_kernel<<<grid, kThreads, 0, stream()>>>(dy.data, dy.dtype, rows, cols, rows_per_chunk, partial);
+  dispatch_float(dy.dtype, "bias_grad", [&](auto T) {
+    bias_grad_partial_kernel<decltype(T)::value><<<grid, kThreads, 0, stream()>>>(dy.data, rows, cols,
+                                                                                  rows_per_chunk, partial);
+  });
   MPB_CHECK_LAUNCH("bias_grad_partial_kernel");
-  bias_grad_finish_kernel<<<elementwise_grid(cols), kThreads, 0, stream()>>>(
-      partial, chunks, cols, static_cast<float*>(db.data), mode == GradMode::Accumulate);
+  const unsigned finish_grid = elementwise_grid(cols);
+  const bool accumulate = mode == GradMode::Accumulate;
+  dispatch_float(db.dtype, "bias_grad", [&](auto D) {
+    bias_grad_finish_kernel<decltype(D)::value><<<finish_grid, kThreads, 0, stream()>>>(partial, chunks, cols,
+                                                                                        db.data, accumulate);
+  });
   MPB_CHECK_LAUNCH("bias_grad_finish_kernel");
 }
 

@@ -23,15 +23,25 @@
 //
 // Bias data type. cublasLt.h (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE): "Bias
 // vector elements are the same type as the elements of output matrix (Dtype)"
-// except for IMMA (int8) and fp8 kernels. Our bias is always fp32, so:
-//   D fp32          -> the bias is used as is (BIAS_DATA_TYPE = CUDA_R_32F).
-//   D fp16 / bf16   -> the bias is converted (round to nearest even) into a
-//                      scratch vector of D's type, BIAS_DATA_TYPE = D's type.
-//                      This rounds the bias before it is added (in fp32) to the
-//                      accumulator: at most half an ulp of the 16-bit format,
-//                      below the rounding of the 16-bit output itself.
-// A bias pointer less than 16-byte aligned (a view into a packed parameter
-// arena) is also copied to (256-byte aligned) scratch.
+// except for IMMA (int8) and fp8 kernels. Our bias has the parameters' dtype
+// (any float type, GemmArgs::bias), so BIAS_DATA_TYPE is always D's type and:
+//   bias dtype == D's, 16-byte aligned -> used as is.
+//   otherwise -> converted (Device::cast: exact when widening, round to
+//                nearest even when narrowing) into a 256-byte aligned scratch
+//                vector of D's type. Per (bias, D):
+//     fp16/bf16 bias, fp32 D  -> widened exactly (what the CPU backend does:
+//                                oneDNN gets the bias widened to fp32).
+//     fp32 bias, fp16/bf16 D  -> rounded to D's type before it is added (in
+//                                fp32) to the accumulator: at most half an ulp
+//                                of the 16-bit format, below the rounding of
+//                                the 16-bit output itself. The CPU adds it in
+//                                fp32 unrounded.
+//     fp16 bias, bf16 D or    -> rounded the same way (bf16 -> fp16 can also
+//     bf16 bias, fp16 D          overflow beyond 65504 or lose bf16's
+//                                smallest values); precision policies never
+//                                mix the two 16-bit types (core/precision.cpp).
+//   A misaligned bias pointer (a view into a packed parameter arena) is
+//   copied to scratch too (same dtype: a plain copy).
 //
 // GELU aux (pre_act with Epilogue::BiasGelu). CUBLASLT_EPILOGUE_GELU_AUX_BIAS
 // stores the GELU input (after the bias) to EPILOGUE_AUX_POINTER with
@@ -136,9 +146,12 @@ void check_args(const GemmArgs& g) {
           "gemm", "operand dtype does not match the compute mode");
   require(d_type_allowed(g.compute, g.c.dtype), "gemm",
           "C dtype must be fp32, or the operands' 16-bit type for fp16/bf16 compute");
-  require(g.epilogue == Epilogue::None || (g.bias.dtype == DType::F32 && g.bias.numel() == g.n), "gemm",
-          "bias must be fp32 [n]");
-  require(g.epilogue == Epilogue::None || g.beta == 0.0f, "gemm", "epilogues need beta == 0");
+  require(g.epilogue == Epilogue::None || (is_float(g.bias.dtype) && g.bias.numel() == g.n), "gemm",
+          "bias must be a float [n]");
+  // The Device contract (core/device.h), as the CPU backend checks it: an
+  // epilogue requires alpha == 1 and beta == 0 on every backend.
+  require(g.epilogue == Epilogue::None || (g.beta == 0.0f && g.alpha == 1.0f), "gemm",
+          "epilogues need alpha == 1 and beta == 0");
   require(g.pre_act.empty() || (g.pre_act.numel() == g.m * g.n && is_float(g.pre_act.dtype)), "gemm",
           "pre_act must be a float [m,n]");
   require(g.pre_act.data != g.c.data || g.pre_act.dtype == g.c.dtype, "gemm", "pre_act aliasing C must have C's dtype");
@@ -391,7 +404,7 @@ void CublasLtGemm::run(const GemmArgs& g) {
 
   if (g.epilogue != Epilogue::None) {
     // The bias in D's dtype, 16-byte aligned (see the top of the file).
-    if (p.d_dtype == DType::F32 && alignment_of(g.bias.data) >= 16) {
+    if (g.bias.dtype == p.d_dtype && alignment_of(g.bias.data) >= 16) {
       p.bias = g.bias.data;
     } else {
       Tensor conv(dev.scratch(kScratchGemmBias, static_cast<size_t>(g.n) * dtype_size(p.d_dtype)), p.d_dtype,

@@ -5,8 +5,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
+#include <type_traits>
 
 #include "core/cuda/cuda_device_impl.h"
+#include "core/dtype.h"
 
 namespace mpb::cuda {
 
@@ -59,6 +62,30 @@ inline unsigned reduction_grid(int64_t n, int64_t per_block, unsigned max_blocks
   const int64_t blocks = (n + per_block - 1) / per_block;
   if (blocks < 1) return 1;
   return blocks > static_cast<int64_t>(max_blocks) ? max_blocks : static_cast<unsigned>(blocks);
+}
+
+// Host-side dtype dispatch, as ops/cpu/dispatch.h does for the CPU loops:
+// calls f with the float dtype as a compile-time constant, so a kernel is
+// instantiated per storage type and reads/writes through scalar::Elem<T>
+// (ops/dtype_io.h) without a per-element switch. Non-float dtypes throw
+// std::invalid_argument naming the op (the CPU backend throws the same type).
+template <DType T>
+using DTypeTag = std::integral_constant<DType, T>;
+
+template <typename F>
+void dispatch_float(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::F32: f(DTypeTag<DType::F32>{}); return;
+    case DType::F16: f(DTypeTag<DType::F16>{}); return;
+    case DType::BF16: f(DTypeTag<DType::BF16>{}); return;
+    default: throw std::invalid_argument(std::string(op) + ": expected a float tensor, got " + dtype_name(t));
+  }
+}
+
+// Two dtypes (for example a tensor and its bias, or a parameter and its gradient).
+template <typename F>
+void dispatch_float2(DType a, DType b, const char* op, F&& f) {
+  dispatch_float(a, op, [&](auto A) { dispatch_float(b, op, [&](auto B) { f(A, B); }); });
 }
 
 // Mark a device-detected error for CudaDevice::sync_and_check (a plain store

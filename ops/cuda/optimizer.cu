@@ -3,67 +3,83 @@
 // kernel per update equation (m, v, param), as a framework without a fused
 // optimizer runs it; each kernel evaluates the same scalar expressions, so
 // both give bit-identical results.
+//
+// Dtypes (the Device contract, as ops/cpu/optimizer.cpp implements it): the
+// parameter is fp32 (master weights) or fp16/bf16 (no master copy, apex O3:
+// loaded to fp32, updated, stored rounded to nearest even through
+// scalar::Elem); the gradient is any float dtype, loaded to fp32 and then
+// multiplied by grad_scale; the state (m, v, momentum) is always fp32. The
+// kernels are instantiated per (param, grad) dtype pair.
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_device_impl.h"
 #include "ops/cuda/kernel_util.cuh"
+#include "ops/dtype_io.h"
 #include "ops/optimizer.h"
 
 namespace mpb::cuda {
 
 namespace {
 
-__global__ void adamw_fused_kernel(float* p, const float* g, float* m, float* v, int64_t n, scalar::AdamWStep s,
+using scalar::Elem;
+
+template <DType P, DType G>
+__global__ void adamw_fused_kernel(void* p, const void* g, float* m, float* v, int64_t n, scalar::AdamWStep s,
                                    float grad_scale) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    float mi = m[i], vi = v[i], pi = p[i];
-    scalar::adamw_moments(g[i] * grad_scale, mi, vi, s);
+    float mi = m[i], vi = v[i], pi = Elem<P>::load(p, i);
+    scalar::adamw_moments(Elem<G>::load(g, i) * grad_scale, mi, vi, s);
     scalar::adamw_param(pi, mi, vi, s);
     m[i] = mi;
     v[i] = vi;
-    p[i] = pi;
+    Elem<P>::store(p, i, pi);
   }
 }
 
 // adamw_moments updates m and v independently of each other; each of these
 // kernels keeps one and feeds a dummy for the other (which it discards), so
 // it reads and writes only its own state.
-__global__ void adamw_m_kernel(const float* g, float* m, int64_t n, scalar::AdamWStep s, float grad_scale) {
+template <DType G>
+__global__ void adamw_m_kernel(const void* g, float* m, int64_t n, scalar::AdamWStep s, float grad_scale) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     float mi = m[i], unused = 0.0f;
-    scalar::adamw_moments(g[i] * grad_scale, mi, unused, s);
+    scalar::adamw_moments(Elem<G>::load(g, i) * grad_scale, mi, unused, s);
     m[i] = mi;
   }
 }
 
-__global__ void adamw_v_kernel(const float* g, float* v, int64_t n, scalar::AdamWStep s, float grad_scale) {
+template <DType G>
+__global__ void adamw_v_kernel(const void* g, float* v, int64_t n, scalar::AdamWStep s, float grad_scale) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     float unused = 0.0f, vi = v[i];
-    scalar::adamw_moments(g[i] * grad_scale, unused, vi, s);
+    scalar::adamw_moments(Elem<G>::load(g, i) * grad_scale, unused, vi, s);
     v[i] = vi;
   }
 }
 
-__global__ void adamw_param_kernel(float* p, const float* m, const float* v, int64_t n, scalar::AdamWStep s) {
+template <DType P>
+__global__ void adamw_param_kernel(void* p, const float* m, const float* v, int64_t n, scalar::AdamWStep s) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    float pi = p[i];
+    float pi = Elem<P>::load(p, i);
     scalar::adamw_param(pi, m[i], v[i], s);
-    p[i] = pi;
+    Elem<P>::store(p, i, pi);
   }
 }
 
-__global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, scalar::SgdStep s, float grad_scale) {
+template <DType P, DType G>
+__global__ void sgd_kernel(void* p, const void* g, float* buf, int64_t n, scalar::SgdStep s, float grad_scale) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    float pi = p[i], bi = buf[i];
-    scalar::sgd_update(pi, g[i] * grad_scale, bi, s);
-    p[i] = pi;
+    float pi = Elem<P>::load(p, i), bi = buf[i];
+    scalar::sgd_update(pi, Elem<G>::load(g, i) * grad_scale, bi, s);
+    Elem<P>::store(p, i, pi);
     buf[i] = bi;
   }
 }
 
-// The CPU backend's checks (ops/cpu/optimizer.cpp).
+// The CPU backend's checks (ops/cpu/optimizer.cpp); its dtype dispatch
+// rejects non-float parameters and gradients, as dispatch_float does here.
 void check_state(const char* op, const Tensor& p, const Tensor& g, const Tensor& s) {
-  require(p.dtype == DType::F32 && s.dtype == DType::F32, op, "fp32 master weights and state expected");
-  require(g.dtype == DType::F32, op, "fp32 gradients expected");
+  require(s.dtype == DType::F32, op, "fp32 optimizer state expected");
+  require(is_float(p.dtype) && is_float(g.dtype), op, "float parameters and gradients expected");
   require(p.numel() == g.numel() && p.numel() == s.numel(), op, "element counts differ");
   require(p.numel() == 0 || (p.data && g.data && s.data), op, "null tensor");
 }
@@ -80,22 +96,25 @@ void CudaDevice::adamw_step(const Tensor& param, const Tensor& grad, const Tenso
   // Per-step constants on the host in double, rounded to fp32: the same
   // numbers the CPU backend feeds its element update.
   const scalar::AdamWStep s = scalar::make_adamw_step(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
-  auto* p = static_cast<float*>(param.data);
-  const auto* g = static_cast<const float*>(grad.data);
+  void* p = param.data;
+  const void* g = grad.data;
   auto* mm = static_cast<float*>(m.data);
   auto* vv = static_cast<float*>(v.data);
   const unsigned grid = elementwise_grid(n);
-  if (fused) {
-    adamw_fused_kernel<<<grid, kThreads, 0, stream()>>>(p, g, mm, vv, n, s, grad_scale);
-    MPB_CHECK_LAUNCH("adamw_fused_kernel");
-    return;
-  }
-  adamw_m_kernel<<<grid, kThreads, 0, stream()>>>(g, mm, n, s, grad_scale);
-  MPB_CHECK_LAUNCH("adamw_m_kernel");
-  adamw_v_kernel<<<grid, kThreads, 0, stream()>>>(g, vv, n, s, grad_scale);
-  MPB_CHECK_LAUNCH("adamw_v_kernel");
-  adamw_param_kernel<<<grid, kThreads, 0, stream()>>>(p, mm, vv, n, s);
-  MPB_CHECK_LAUNCH("adamw_param_kernel");
+  dispatch_float2(param.dtype, grad.dtype, "adamw_step", [&](auto P, auto G) {
+    constexpr DType kP = decltype(P)::value, kG = decltype(G)::value;
+    if (fused) {
+      adamw_fused_kernel<kP, kG><<<grid, kThreads, 0, stream()>>>(p, g, mm, vv, n, s, grad_scale);
+      MPB_CHECK_LAUNCH("adamw_fused_kernel");
+      return;
+    }
+    adamw_m_kernel<kG><<<grid, kThreads, 0, stream()>>>(g, mm, n, s, grad_scale);
+    MPB_CHECK_LAUNCH("adamw_m_kernel");
+    adamw_v_kernel<kG><<<grid, kThreads, 0, stream()>>>(g, vv, n, s, grad_scale);
+    MPB_CHECK_LAUNCH("adamw_v_kernel");
+    adamw_param_kernel<kP><<<grid, kThreads, 0, stream()>>>(p, mm, vv, n, s);
+    MPB_CHECK_LAUNCH("adamw_param_kernel");
+  });
 }
 
 void CudaDevice::sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
@@ -104,9 +123,12 @@ void CudaDevice::sgd_step(const Tensor& param, const Tensor& grad, const Tensor&
   const int64_t n = param.numel();
   if (n == 0) return;
   const scalar::SgdStep s{h.lr, h.momentum, h.weight_decay};
-  sgd_kernel<<<elementwise_grid(n), kThreads, 0, stream()>>>(static_cast<float*>(param.data),
-                                                             static_cast<const float*>(grad.data),
-                                                             static_cast<float*>(momentum_buf.data), n, s, grad_scale);
+  const unsigned grid = elementwise_grid(n);
+  auto* buf = static_cast<float*>(momentum_buf.data);
+  dispatch_float2(param.dtype, grad.dtype, "sgd_step", [&](auto P, auto G) {
+    sgd_kernel<decltype(P)::value, decltype(G)::value><<<grid, kThreads, 0, stream()>>>(param.data, grad.data, buf,
+                                                                                       n, s, grad_scale);
+  });
   MPB_CHECK_LAUNCH("sgd_kernel");
 }
 
