@@ -84,6 +84,10 @@ struct GemmArgs {
   Epilogue epilogue = Epilogue::None;  // requires alpha == 1 and beta == 0
   Tensor bias;     // [n] any float dtype (the parameter's), for Bias* epilogues
   Tensor pre_act;  // optional [m,n]: receives C before the activation (for backward)
+  // Strided batch (attention): `batch` independent products, matrix i at
+  // element offset i*stride_x of each operand. batch > 1 allows no epilogue.
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
 struct AdamWHyper {
@@ -169,6 +173,59 @@ class Device {
   // --- reductions ------------------------------------------------------------
   virtual TensorStats stats(const Tensor& t) = 0;
   virtual ExponentHistogram exponent_histogram(const Tensor& t, int lo, int nbins) = 0;
+
+  // --- transformer ops (BERT) ---------------------------------------------------
+  // Added for the BERT model; a backend that lacks one throws DeviceError
+  // naming it (never a silent fallback). Shapes: B batch, T tokens, H heads,
+  // D head dim, C = H*D hidden, V vocabulary. Activations in any float dtype,
+  // statistics (mean, rstd, lse) fp32, ids/labels int32.
+  //
+  // out = a + b, any float dtypes, same element count.
+  virtual void add(const Tensor& out, const Tensor& a, const Tensor& b);
+  // LayerNorm over the last dimension; mean and rstd [rows] are saved for the
+  // backward pass. gamma/beta [C] in the parameter dtype.
+  virtual void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                                 const Tensor& gamma, const Tensor& beta, float eps);
+  // Fused: sum = a + b (stored: it is the next residual and the backward's
+  // input), out = LayerNorm(sum), in one pass.
+  virtual void residual_layernorm_forward(const Tensor& out, const Tensor& sum, const Tensor& mean,
+                                          const Tensor& rstd, const Tensor& a, const Tensor& b, const Tensor& gamma,
+                                          const Tensor& beta, float eps);
+  // dx is written (Overwrite) or added to (Accumulate: a residual branch's
+  // gradient); dgamma/dbeta follow param_mode.
+  virtual void layernorm_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& dout,
+                                  const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& gamma,
+                                  GradMode dx_mode, GradMode param_mode);
+  // [B,T,3,H,D] (one QKV projection) <-> three [B,H,T,D] tensors.
+  virtual void split_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv);
+  virtual void merge_qkv_grads(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+  // [B,H,T,D] <-> [B,T,H,D] (= [B*T, C] for the output projection).
+  virtual void merge_heads(const Tensor& out, const Tensor& in);
+  virtual void split_heads_grad(const Tensor& din, const Tensor& dout);
+  // Unfused attention's softmax over the last dim of scores [B,H,T,T]:
+  // probs = softmax(scale * scores + mask), where mask[b, j] = 0 for a real
+  // key and mask_value (finite, safe in the compute dtype: see
+  // core/precision.h) for padding; key_valid int32 [B,T] is 1 or 0.
+  virtual void masked_softmax_forward(const Tensor& probs, const Tensor& scores, const Tensor& key_valid, float scale,
+                                      float mask_value);
+  // dscores = scale * probs * (dprobs - sum_j probs * dprobs)
+  virtual void softmax_backward(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs, float scale);
+  // Fused attention (flash-style: tiled, online softmax, no [T,T] matrix
+  // stored): out [B,H,T,D], lse [B,H,T] fp32 (log-sum-exp per query, saved
+  // for the backward pass, which recomputes the probabilities).
+  virtual void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const Tensor& key_valid, float scale, float mask_value);
+  virtual void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                                  const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const Tensor& key_valid, float scale, float mask_value);
+  // out[i,:] = table[ids[i], :]; backward adds rows of dout into dtable
+  // (deterministically: the same sum order on every run).
+  virtual void embedding_forward(const Tensor& out, const Tensor& table, const Tensor& ids);
+  virtual void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& ids, GradMode mode);
+  // Inverted dropout with a counter-based RNG: element i is kept iff
+  // hash(seed, i) >= p * 2^32, and scaled by 1/(1-p). The backward pass is
+  // the same call on the gradient (same seed): no mask is stored.
+  virtual void dropout(const Tensor& out, const Tensor& in, float p, uint64_t seed);
 
   // --- optimizers (fp32 master weights and state) ------------------------------
   // Parameters are fp32 master weights, or half when a policy has none

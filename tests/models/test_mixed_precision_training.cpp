@@ -77,8 +77,8 @@ TEST_P(EveryPolicy, TrainsAndRecordsNumerics) {
 INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy,
                          ::testing::Values("fp32", "tf32", "amp_fp16", "amp_bf16", "O1", "O2", "O3",
                                            "params=float32,compute=bfloat16,output=float32"),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
                            for (char& ch : n)
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
