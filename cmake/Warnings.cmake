@@ -16,6 +16,13 @@ function(mpb_set_warnings target)
   # errno from sqrtf/expf is never read; without this GCC can't vectorise
   # loops that call them. Results are unchanged (this is not fast-math).
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-math-errno>)
+  # No implicit FMA contraction on either side (GCC contracts by default in
+  # C++, nvcc with --fmad=true): the shared scalar cores then round the same
+  # way on the CPU and the GPU, and write fmaf() where they want a fused op.
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-ffp-contract=off>)
+  if(MPB_HAVE_CUDA)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>)
+  endif()
   if(MPB_NATIVE)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
   endif()

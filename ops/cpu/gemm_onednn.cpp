@@ -154,9 +154,9 @@ void OnednnGemm::run(const GemmArgs& g) {
   const Activation act_kind = g.epilogue == Epilogue::BiasGelu ? Activation::Gelu : Activation::Relu;
   const bool split_act = act && !g.pre_act.empty();
   Tensor dst = split_act ? g.pre_act : g.c;
-  // oneDNN writes fp32 always and bf16 when bf16 is native; other dtypes go
-  // through an fp32 buffer and a rounding cast.
-  const bool dst_ok = dst.dtype == DType::F32 || (dst.dtype == DType::BF16 && native_bf16_);
+  // oneDNN writes fp32 always, and bf16 from a native bf16 product; other
+  // combinations go through an fp32 buffer and a rounding cast.
+  const bool dst_ok = dst.dtype == DType::F32 || (dst.dtype == DType::BF16 && direct && op_type == dt::bf16);
   Tensor mm_dst = dst;
   if (!dst_ok) {
     mm_dst = Tensor(impl_->workspace(2, dst.numel() * sizeof(float)), DType::F32, dst.shape);
