@@ -43,7 +43,7 @@ int TeacherData::label(const float* x) const {
 HostBatch TeacherData::make(uint64_t stream, int64_t size) const {
   HostBatch b;
   b.size = size;
-  b.input_dim = input_dim_;
+  b.row_width = input_dim_;
   b.x.resize(static_cast<size_t>(size) * input_dim_);
   b.y.resize(static_cast<size_t>(size));
   Rng rng(stream);
@@ -61,7 +61,7 @@ HostBatch TeacherData::eval_batch(int64_t offset, int64_t size) const {
   // of the eval set yields the same samples. Independent of the run seed.
   HostBatch b;
   b.size = size;
-  b.input_dim = input_dim_;
+  b.row_width = input_dim_;
   for (int64_t s = 0; s < size; ++s) {
     HostBatch one = make(Rng::stream_seed(Rng::stream_seed(0xE7A1ull, kEvalStream), static_cast<uint64_t>(offset + s)), 1);
     b.x.insert(b.x.end(), one.x.begin(), one.x.end());

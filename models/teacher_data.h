@@ -9,21 +9,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "models/dataset.h"
+
 namespace mpb {
 
-struct HostBatch {
-  int64_t size = 0;
-  int input_dim = 0;
-  std::vector<float> x;       // [size, input_dim]
-  std::vector<int32_t> y;     // [size]
-};
-
-class TeacherData {
+class TeacherData final : public Dataset {
  public:
   TeacherData(uint64_t seed, int input_dim, int classes, int teacher_hidden);
-  HostBatch train_batch(int64_t step, int64_t size) const;
-  HostBatch eval_batch(int64_t offset, int64_t size) const;  // samples [offset, offset+size) of the eval set
-  int input_dim() const { return input_dim_; }
+  HostBatch train_batch(int64_t step, int64_t size) const override;
+  HostBatch eval_batch(int64_t offset, int64_t size) const override;
+  int row_width() const override { return input_dim_; }
+  int labels_per_sample() const override { return 1; }
   int classes() const { return classes_; }
 
  private:

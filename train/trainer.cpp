@@ -8,7 +8,7 @@
 
 namespace mpb {
 
-Trainer::Trainer(Device& dev, Model& model, const TeacherData& data, const CellConfig& cfg)
+Trainer::Trainer(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg)
     : dev_(dev), model_(model), data_(data), cfg_(cfg), scaler_(cfg.loss_scale) {
   if (model.micro_batch() * cfg.accumulation != cfg.batch_size)
     throw std::invalid_argument("Trainer: micro-batch x accumulation != batch_size");
@@ -20,7 +20,7 @@ Trainer::Trainer(Device& dev, Model& model, const TeacherData& data, const CellC
     v_ = dev.alloc(s, DType::F32, MemCategory::Optimizer);
     dev.fill(v_, 0.0f);
   }
-  y_ = dev.alloc(Shape{model.micro_batch()}, DType::I32, MemCategory::Activations);
+  y_ = dev.alloc(Shape{model.micro_batch() * data.labels_per_sample()}, DType::I32, MemCategory::Activations);
   timer_ = dev.make_timer();
   rec_.flops_per_step = model.train_flops_per_sample() * double(cfg.batch_size);
 }
@@ -29,21 +29,25 @@ Trainer::~Trainer() { model_.set_probe({}); }
 
 Tensor Trainer::optimizer_state(int i) const { return i == 0 ? m_.tensor() : v_.tensor(); }
 
-// The data loader's job: rows [first, first+rows) of a host batch, converted
-// to the model's input dtype on the host, then one copy to the device.
+// The data loader's job: samples [first, first+rows) of a host batch,
+// converted to the model's input dtype on the host (token ids stay int32),
+// then one copy each for inputs and labels.
 void Trainer::upload_inputs(const HostBatch& b, int64_t first, int64_t rows) {
   Tensor x = model_.input().row_slice(0, rows);
-  const float* src = b.x.data() + first * b.input_dim;
-  const int64_t n = rows * b.input_dim;
-  if (x.dtype == DType::F32) {
-    dev_.upload(x, src);
+  const int64_t n = rows * b.row_width;
+  if (x.dtype == DType::I32) {
+    dev_.upload(x, b.ids.data() + first * b.row_width);
+  } else if (x.dtype == DType::F32) {
+    dev_.upload(x, b.x.data() + first * b.row_width);
   } else {
+    const float* src = b.x.data() + first * b.row_width;
     staging16_.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i)
       staging16_[static_cast<size_t>(i)] = x.dtype == DType::F16 ? float_to_half_bits(src[i]) : float_to_bf16_bits(src[i]);
     dev_.upload(x, staging16_.data());
   }
-  dev_.upload(y_.tensor().flat_slice(0, rows), b.y.data() + first);
+  const int64_t per = b.labels_per_sample;
+  dev_.upload(y_.tensor().flat_slice(0, rows * per), b.y.data() + first * per);
 }
 
 namespace {
@@ -72,6 +76,10 @@ void Trainer::step(int step) {
   NumericsSample sample;
   sample.step = step;
   const double S = scaler_.scale();
+  // The loss is the mean over the step's real labels (all of them for the
+  // MLP, the masked tokens for BERT), whichever micro-batch holds them.
+  const double label_count = double(std::max<int64_t>(1, batch.label_count()));
+  const int64_t per = data_.labels_per_sample();
 
   timer_->start();
   double loss_sum = 0.0;
@@ -81,10 +89,11 @@ void Trainer::step(int step) {
       sample_ = &sample;
       model_.set_probe([this](ProbeKind k, const Tensor& t) { probe(k, t); });
     }
-    // Each micro-batch's summed loss is divided by the full batch size, so N
-    // micro-batches of B/N equal one batch of B; the loss scale multiplies it.
-    loss_sum += model_.train_micro(model_.input().row_slice(0, micro), y_.tensor().flat_slice(0, micro),
-                                   float(S * cfg_.loss_weight / double(B)),
+    // Each micro-batch's summed loss is divided by the full batch's label
+    // count, so N micro-batches of B/N equal one batch of B; the loss scale
+    // (and loss_weight) multiply it.
+    loss_sum += model_.train_micro(model_.input().row_slice(0, micro), y_.tensor().flat_slice(0, micro * per),
+                                   float(S * cfg_.loss_weight / label_count),
                                    mb == 0 ? GradMode::Overwrite : GradMode::Accumulate);
     model_.set_probe({});
     sample_ = nullptr;
@@ -127,7 +136,7 @@ void Trainer::step(int step) {
   wall_ += ms / 1000.0;
   rec_.step_ms.push_back(ms);
   rec_.wall_s.push_back(wall_);
-  rec_.loss.push_back(loss_sum / double(B));
+  rec_.loss.push_back(loss_sum / label_count);
   rec_.loss_scale.push_back(S);
   rec_.grad_norm.push_back(norm);
   rec_.skipped.push_back(skip ? 1 : 0);
@@ -143,7 +152,7 @@ EvalPoint Trainer::evaluate(int step) {
     const int64_t n = std::min(chunk, n_eval - off);
     HostBatch b = data_.eval_batch(off, n);
     upload_inputs(b, 0, n);
-    EvalSums s = model_.eval_micro(model_.input().row_slice(0, n), y_.tensor().flat_slice(0, n));
+    EvalSums s = model_.eval_micro(model_.input().row_slice(0, n), y_.tensor().flat_slice(0, n * data_.labels_per_sample()));
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
     total.count += s.count;
@@ -151,7 +160,7 @@ EvalPoint Trainer::evaluate(int step) {
   return {step, total.loss_sum / double(total.count), double(total.correct) / double(total.count)};
 }
 
-RunRecord train(Device& dev, Model& model, const TeacherData& data, const CellConfig& cfg,
+RunRecord train(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg,
                 const StepCallback& on_step) {
   Trainer t(dev, model, data, cfg);
   for (int step = 1; step <= cfg.steps; ++step) {

@@ -12,7 +12,7 @@
 
 #include "core/device.h"
 #include "models/model.h"
-#include "models/teacher_data.h"
+#include "models/dataset.h"
 #include "runner/config.h"
 #include "train/loss_scaler.h"
 
@@ -50,7 +50,7 @@ struct RunRecord {
 // One training run, step by step (tests drive it directly; train() loops).
 class Trainer {
  public:
-  Trainer(Device& dev, Model& model, const TeacherData& data, const CellConfig& cfg);
+  Trainer(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg);
   ~Trainer();
   // Runs optimizer step `step` (1-based) and appends it to the record.
   void step(int step);
@@ -66,7 +66,7 @@ class Trainer {
 
   Device& dev_;
   Model& model_;
-  const TeacherData& data_;
+  const Dataset& data_;
   CellConfig cfg_;
   LossScaler scaler_;
   DeviceBuffer m_, v_, y_;
@@ -83,7 +83,7 @@ using StepCallback = std::function<void(int step, const RunRecord&)>;
 
 // Trains `model` for cfg.steps optimizer steps on `data`, evaluating every
 // cfg.eval_every steps and at the end.
-RunRecord train(Device& dev, Model& model, const TeacherData& data, const CellConfig& cfg,
+RunRecord train(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg,
                 const StepCallback& on_step = {});
 
 }  // namespace mpb
