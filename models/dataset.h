@@ -17,6 +17,7 @@ struct HostBatch {
   int labels_per_sample = 1;
   std::vector<float> x;         // [size, row_width] features, or empty
   std::vector<int32_t> ids;     // [size, row_width] token ids, or empty
+  std::vector<int32_t> mask;    // [size, row_width] 1 real token / 0 padding (attention mask), or empty
   std::vector<int32_t> y;       // [size * labels_per_sample]; < 0: ignored
 
   int64_t label_count() const {  // labels that count towards the loss

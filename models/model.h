@@ -47,6 +47,9 @@ class Model {
   // the compute dtype (the data loader converts on the host, so no fp32 copy
   // of the input lives on the device).
   virtual Tensor input() = 0;
+  // Token models: the attention mask buffer, int32 [micro_batch, T] (1 real
+  // token, 0 padding), uploaded beside input(); empty for models without one.
+  virtual Tensor input_mask() { return Tensor{}; }
   virtual void set_probe(ProbeFn probe) = 0;  // empty: off
   // Forward and backward on one micro-batch (x: rows of input(), y int32 [b]).
   // d(loss_sum)/d(logits) is multiplied by grad_scale (1/batch x loss scale);

@@ -46,6 +46,11 @@ void Trainer::upload_inputs(const HostBatch& b, int64_t first, int64_t rows) {
       staging16_[static_cast<size_t>(i)] = x.dtype == DType::F16 ? float_to_half_bits(src[i]) : float_to_bf16_bits(src[i]);
     dev_.upload(x, staging16_.data());
   }
+  const Tensor mask = model_.input_mask();
+  if (!mask.empty()) {
+    if (b.mask.size() != b.ids.size()) throw std::invalid_argument("upload_inputs: the model needs an attention mask");
+    dev_.upload(mask.row_slice(0, rows), b.mask.data() + first * b.row_width);
+  }
   const int64_t per = b.labels_per_sample;
   dev_.upload(y_.tensor().flat_slice(0, rows * per), b.y.data() + first * per);
 }
