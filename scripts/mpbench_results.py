@@ -15,6 +15,7 @@ arrays instead of raising; only a structurally broken file raises
 import json
 import math
 import os
+import sys
 import re
 from dataclasses import dataclass, field
 
@@ -370,6 +371,15 @@ def load_results(path):
         if cell.cell_id in seen:
             raise ResultsError(cell.path, f"duplicate cell_id {cell.cell_id!r} (also in {seen[cell.cell_id]})")
         seen[cell.cell_id] = cell.path
+    # A results directory reused by an edited experiment keeps the old cells'
+    # files (the runner never deletes results); only the cells of the run the
+    # manifest describes belong to this result set.
+    planned = set(manifest.get("cells") or [])
+    if planned:
+        stale = [c for c in cells if c.cell_id not in planned]
+        for cell in stale:
+            print(f"note: {cell.path}: not a cell of this run (manifest.json), ignored", file=sys.stderr)
+        cells = [c for c in cells if c.cell_id in planned]
     cells.sort(key=_cell_order_key(manifest))
     return ResultSet(path=path, manifest=manifest, cells=cells)
 

@@ -52,6 +52,8 @@ class Trainer {
  public:
   Trainer(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg);
   ~Trainer();
+  // An untimed forward/backward that leaves no trace (see trainer.cpp).
+  void warm_up();
   // Runs optimizer step `step` (1-based) and appends it to the record.
   void step(int step);
   EvalPoint evaluate(int step);
