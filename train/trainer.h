@@ -63,6 +63,7 @@ class Trainer {
   Tensor optimizer_state(int i) const;
 
  private:
+  void prepare_inputs(const HostBatch& b);
   void upload_inputs(const HostBatch& b, int64_t first, int64_t rows);
   void probe(ProbeKind kind, const Tensor& t);
 

@@ -17,6 +17,47 @@ namespace {
 constexpr int64_t kChunk = 1 << 15;
 }  // namespace
 
+namespace {
+
+// Exact path: double squares, non-finite elements counted and left out.
+template <typename E>
+void chunk_stats_exact(const void* p, int64_t begin, int64_t end, double& s, int64_t& bad) {
+  s = 0.0;
+  bad = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    const float x = E::load(p, i);
+    if (std::fabs(x) <= FLT_MAX) s += double(x) * double(x);
+    else ++bad;
+  }
+}
+
+// Fast path (every step runs this over all gradients): squares summed in fp32
+// over blocks of 256 (16 SIMD lanes x 16 terms: ~1e-6 relative error), blocks
+// summed in double. A non-finite element (or a square that overflows fp32)
+// makes the chunk's sum non-finite, and only then is it redone exactly.
+template <typename E>
+void chunk_stats(const void* p, int64_t begin, int64_t end, double& s, int64_t& bad) {
+  double total = 0.0;
+  for (int64_t b = begin; b < end; b += 256) {
+    const int64_t e = std::min(end, b + 256);
+    float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = b; i < e; ++i) {
+      const float x = E::load(p, i);
+      acc += x * x;
+    }
+    total += acc;
+  }
+  if (std::isfinite(total)) {
+    s = total;
+    bad = 0;
+  } else {
+    chunk_stats_exact<E>(p, begin, end, s, bad);
+  }
+}
+
+}  // namespace
+
 TensorStats stats(const Tensor& t) {
   const int64_t n = t.numel();
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -26,22 +67,9 @@ TensorStats stats(const Tensor& t) {
     using E = scalar::Elem<decltype(T)::value>;
     const void* p = t.data;
 #pragma omp parallel for
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      double s = 0.0;
-      int64_t b = 0;
-      const int64_t end = std::min(n, (ch + 1) * kChunk);
-      // Branch-free so it vectorises: a non-finite element counts and adds 0.
-#pragma omp simd reduction(+ : s, b)
-      for (int64_t i = ch * kChunk; i < end; ++i) {
-        const float x = E::load(p, i);
-        const bool finite = std::fabs(x) <= FLT_MAX;  // false for inf and NaN
-        const double d = finite ? double(x) : 0.0;
-        s += d * d;
-        b += finite ? 0 : 1;
-      }
-      sq[static_cast<size_t>(ch)] = s;
-      bad[static_cast<size_t>(ch)] = b;
-    }
+    for (int64_t ch = 0; ch < chunks; ++ch)
+      chunk_stats<E>(p, ch * kChunk, std::min(n, (ch + 1) * kChunk), sq[static_cast<size_t>(ch)],
+                     bad[static_cast<size_t>(ch)]);
   });
   TensorStats out;
   for (int64_t ch = 0; ch < chunks; ++ch) {
