@@ -10,6 +10,9 @@
 #include <thread>
 
 #include "runner/atomic_file.h"
+#ifdef MPB_HAVE_CUDA
+#include "core/cuda/cuda_device.h"
+#endif
 
 #ifndef MPB_VERSION
 #define MPB_VERSION "dev"
@@ -90,6 +93,10 @@ nlohmann::json libraries_json(const DeviceInfo& dev) {
   l["nlohmann_json"] = std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." + std::to_string(NLOHMANN_JSON_VERSION_MINOR) +
                        "." + std::to_string(NLOHMANN_JSON_VERSION_PATCH);
   for (const char* k : {"cuda_runtime", "cuda_driver", "cublas", "cudnn"}) l[k] = nullptr;
+#ifdef MPB_HAVE_CUDA
+  // The CUDA libraries this runner was built with, even when it runs on the CPU.
+  for (const auto& [k, v] : cuda_library_versions()) l[k] = v;
+#endif
   for (const auto& [k, v] : dev.versions) l[k] = v;
   return l;
 }

@@ -102,6 +102,27 @@ std::unique_ptr<Device> make_cuda_device(int ordinal) {
   return std::make_unique<cuda::CudaDevice>(ordinal);
 }
 
+std::vector<std::pair<std::string, std::string>> cuda_library_versions() {
+  std::vector<std::pair<std::string, std::string>> v;
+  int runtime = 0, driver = 0;
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) v.emplace_back("cuda_runtime", cuda_version_string(runtime));
+  if (cudaDriverGetVersion(&driver) == cudaSuccess)
+    v.emplace_back("cuda_driver", driver > 0 ? cuda_version_string(driver) : std::string("none"));
+  v.emplace_back("cublasLt", cuda::cublaslt_version_string());
+  int major = 0, minor = 0, patch = 0;
+  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
+    v.emplace_back("cublas", std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch));
+#ifdef MPB_HAVE_CUDNN
+  const size_t c = cudnnGetVersion();
+  v.emplace_back("cudnn", std::to_string(c / 10000) + "." + std::to_string((c % 10000) / 100) + "." +
+                              std::to_string(c % 100));
+#endif
+  cudaGetLastError();  // a failed query must not linger as the sticky "last error"
+  return v;
+}
+
 namespace cuda {
 
 CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {

@@ -5,6 +5,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/device.h"
 
@@ -27,5 +29,10 @@ std::optional<std::string> cuda_unavailable_reason();
 // the next synchronising call (synchronize(), download(), or an op returning a
 // host value). Use a device from one host thread at a time.
 std::unique_ptr<Device> make_cuda_device(int ordinal = 0);
+
+// The CUDA libraries this build links, readable without a GPU (for the
+// manifest of a CPU run): cuda_runtime, cuda_driver ("none" when no driver is
+// installed), cublasLt, cublas, cudnn. Never throws; a failed query is omitted.
+std::vector<std::pair<std::string, std::string>> cuda_library_versions();
 
 }  // namespace mpb
