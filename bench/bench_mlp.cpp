@@ -11,11 +11,9 @@
 #include <vector>
 
 #include "core/cpu/cpu_device.h"
-#include "core/precision.h"
-#include "models/mlp.h"
-#include "models/teacher_data.h"
 #include "runner/ceiling.h"
 #include "runner/stats.h"
+#include "train/cell_factory.h"
 #include "train/trainer.h"
 
 namespace {
@@ -39,15 +37,9 @@ CellConfig mlp_cell(const std::string& precision, bool fused) {
 
 // Median post-warmup step time of one short training run, in ms.
 double mlp_step_ms(Device& dev, const CellConfig& c, double* flops_per_step) {
-  MlpConfig m;
-  m.input_dim = c.data.input_dim;
-  m.width = c.model.width;
-  m.hidden_layers = c.model.hidden_layers;
-  m.classes = c.data.classes;
-  m.fused = c.fusion == "on";
-  auto model = make_mlp(dev, m, resolve_policy(c.precision), c.batch_size, 1);
-  TeacherData data(1, c.data.input_dim, c.data.classes, c.data.teacher_hidden);
-  RunRecord rec = train(dev, *model, data, c);
+  auto model = build_model(dev, c, 1);
+  auto data = build_dataset(c, 1);
+  RunRecord rec = train(dev, *model, *data, c);
   *flops_per_step = rec.flops_per_step;
   return median(std::vector<double>(rec.step_ms.begin() + c.warmup_steps, rec.step_ms.end()));
 }

@@ -14,13 +14,7 @@
 
 #include <cstdint>
 
-#ifndef MPB_HD
-#if defined(__CUDACC__)
-#define MPB_HD __host__ __device__
-#else
-#define MPB_HD
-#endif
-#endif
+#include "core/hd.h"
 
 namespace mpb {
 

@@ -1,11 +1,5 @@
-// MPB_HD marks the scalar cores that both backends compile: plain host
-// functions in C++, __host__ __device__ under nvcc.
+// The scalar cores in ops/*.h are MPB_HD functions: compiled by both the CPU
+// backend and nvcc, so the CPU tests prove the math the GPU runs.
 #pragma once
 
-#ifndef MPB_HD
-#if defined(__CUDACC__)
-#define MPB_HD __host__ __device__
-#else
-#define MPB_HD
-#endif
-#endif
+#include "core/hd.h"

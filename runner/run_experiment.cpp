@@ -12,13 +12,12 @@
 #include <sstream>
 
 #include "core/precision.h"
-#include "models/mlp.h"
-#include "models/teacher_data.h"
 #include "runner/atomic_file.h"
 #include "runner/ceiling.h"
 #include "runner/device_factory.h"
 #include "runner/manifest.h"
 #include "runner/results.h"
+#include "train/cell_factory.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -46,18 +45,6 @@ std::string human_bytes(double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
   return buf;
-}
-
-std::unique_ptr<Model> build_model(Device& dev, const CellConfig& cfg, uint64_t seed) {
-  MlpConfig m;
-  m.input_dim = cfg.data.input_dim;
-  m.width = cfg.model.width;
-  m.hidden_layers = cfg.model.hidden_layers;
-  m.classes = cfg.data.classes;
-  m.activation = cfg.model.activation == "relu" ? Activation::Relu : Activation::Gelu;
-  m.init_scale = cfg.model.init_scale;
-  m.fused = cfg.fusion == "on";
-  return make_mlp(dev, m, resolve_policy(cfg.precision), cfg.batch_size / cfg.accumulation, seed);
 }
 
 // A cell JSON on disk that --resume may keep: same experiment, cell and config.
@@ -180,10 +167,10 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
       for (int r = 0; r < cfg.repeats; ++r) {
         // A fresh device per repeat: peak memory is this run's alone.
         std::unique_ptr<Device> dev = make_device(info.kind);
-        TeacherData data(cfg.seed + r, cfg.data.input_dim, cfg.data.classes, cfg.data.teacher_hidden);
+        std::unique_ptr<Dataset> data = build_dataset(cfg, cfg.seed + r);
         std::unique_ptr<Model> model = build_model(*dev, cfg, cfg.seed + r);
         const int every = std::max(1, cfg.steps / 5);
-        repeats.push_back(train(*dev, *model, data, cfg, [&](int step, const RunRecord& rec) {
+        repeats.push_back(train(*dev, *model, *data, cfg, [&](int step, const RunRecord& rec) {
           if (g_interrupted) throw Interrupted{};
           cell_steps_done += 1;
           if (opt.quiet || (!tty && step % every != 0 && step != cfg.steps)) return;

@@ -11,6 +11,7 @@
 #include "core/precision.h"
 #include "models/mlp.h"
 #include "models/teacher_data.h"
+#include "train/cell_factory.h"
 #include "train/trainer.h"
 
 namespace mpb {
@@ -35,17 +36,8 @@ CellConfig cell(const std::string& precision) {
 struct TrainingSetup {
   std::unique_ptr<Device> dev = make_cpu_device();
   std::unique_ptr<Model> model;
-  std::unique_ptr<TeacherData> data;
-  explicit TrainingSetup(const CellConfig& c) {
-    MlpConfig m;
-    m.input_dim = c.data.input_dim;
-    m.width = c.model.width;
-    m.hidden_layers = c.model.hidden_layers;
-    m.classes = c.data.classes;
-    m.fused = c.fusion == "on";
-    model = make_mlp(*dev, m, resolve_policy(c.precision), c.batch_size / c.accumulation, 2);
-    data = std::make_unique<TeacherData>(c.seed, c.data.input_dim, c.data.classes, c.data.teacher_hidden);
-  }
+  std::unique_ptr<Dataset> data;
+  explicit TrainingSetup(const CellConfig& c) : model(build_model(*dev, c, 2)), data(build_dataset(c, c.seed)) {}
   std::vector<uint8_t> bytes(const Tensor& t) {
     std::vector<uint8_t> b(t.bytes());
     dev->download(b.data(), t);

@@ -8,6 +8,7 @@
 #include "core/cpu/cpu_device.h"
 #include "models/mlp.h"
 #include "models/teacher_data.h"
+#include "train/cell_factory.h"
 #include "train/trainer.h"
 
 namespace mpb {
@@ -29,14 +30,9 @@ CellConfig small_cell(int accumulation, int batch) {
 
 std::vector<float> train_and_get_params(const CellConfig& c, RunRecord* rec = nullptr) {
   auto dev = make_cpu_device();
-  MlpConfig m;
-  m.input_dim = c.data.input_dim;
-  m.width = c.model.width;
-  m.hidden_layers = c.model.hidden_layers;
-  m.classes = c.data.classes;
-  auto model = make_mlp(*dev, m, PrecisionPolicy{}, c.batch_size / c.accumulation, 3);
-  TeacherData data(c.seed, c.data.input_dim, c.data.classes, c.data.teacher_hidden);
-  RunRecord r = train(*dev, *model, data, c);
+  auto model = build_model(*dev, c, 3);
+  auto data = build_dataset(c, c.seed);
+  RunRecord r = train(*dev, *model, *data, c);
   if (rec) *rec = r;
   std::vector<float> p(static_cast<size_t>(model->params().numel()));
   dev->download(p.data(), model->params());

@@ -1,0 +1,21 @@
+// A cell's model and data source from its resolved configuration: the one
+// place that maps config keys to model and dataset constructors (the runner,
+// the benchmarks and the tests all build cells through it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/device.h"
+#include "models/dataset.h"
+#include "models/model.h"
+#include "runner/config.h"
+
+namespace mpb {
+
+// Micro-batch = batch_size / accumulation; `seed` initialises the weights.
+std::unique_ptr<Model> build_model(Device& dev, const CellConfig& cfg, uint64_t seed);
+// `seed` draws the training batches; the held-out set never depends on it.
+std::unique_ptr<Dataset> build_dataset(const CellConfig& cfg, uint64_t seed);
+
+}  // namespace mpb
