@@ -88,6 +88,7 @@ enum class Type {
   Precision,  // whatever core/precision's resolve_policy accepts
   LossScale,  // none | static | dynamic | number | map of loss_scale.* keys
   StepList,   // a list of distinct optimizer steps (Int items within `bounds`), kept sorted
+  Text,       // any non-empty string (a file path)
 };
 
 // Allowed interval of a number; open ends are exclusive.
@@ -139,6 +140,7 @@ KeySpec choice(const char* key, std::vector<std::string> choices, Accessor field
 KeySpec step_list(const char* key, Bounds item_bounds, Accessor field) {
   return {key, Type::StepList, item_bounds, {}, {}, field};
 }
+KeySpec text(const char* key, Accessor field) { return {key, Type::Text, {}, {}, {}, field}; }
 KeySpec special(const char* key, Type type, Accessor field) {
   return {key, type, {}, {}, {}, field};
 }
@@ -181,7 +183,20 @@ const std::vector<KeySpec>& schema() {
       integer("model.width",                at_least(1),     MPB_FIELD(model.width)),
       choice ("model.activation", {"gelu", "relu"},          MPB_FIELD(model.activation)),
       number ("model.init_scale",           above(0),        MPB_FIELD(model.init_scale)),
-      choice ("data.kind", {"teacher"},                      MPB_FIELD(data.kind)),
+      choice ("model.size", {"tiny", "mini", "small", "medium", "base", "large"},
+                                                             MPB_FIELD(model.size)),
+      integer("model.layers",               at_least(0),     MPB_FIELD(model.layers)),
+      integer("model.hidden",               at_least(0),     MPB_FIELD(model.hidden)),
+      integer("model.heads",                at_least(0),     MPB_FIELD(model.heads)),
+      integer("model.ffn",                  at_least(0),     MPB_FIELD(model.ffn)),
+      integer("model.seq_len",              at_least(2),     MPB_FIELD(model.seq_len)),
+      choice ("model.pre_ln", {"off", "on"},                 MPB_FIELD(model.pre_ln), kOffOnAliases),
+      number ("model.dropout",              closed_open(0, 1), MPB_FIELD(model.dropout)),
+      choice ("model.pad_vocab", {"off", "on"},              MPB_FIELD(model.pad_vocab), kOffOnAliases),
+      number ("model.ln_eps",               above(0),        MPB_FIELD(model.ln_eps)),
+      choice ("data.kind", {"teacher", "markov", "text"},    MPB_FIELD(data.kind)),
+      integer("data.vocab",                 at_least(8),     MPB_FIELD(data.vocab)),
+      text   ("data.path",                                   MPB_FIELD(data.path)),
       integer("data.input_dim",             at_least(1),     MPB_FIELD(data.input_dim)),
       integer("data.classes",               at_least(2),     MPB_FIELD(data.classes)),
       integer("data.teacher_hidden",        at_least(1),     MPB_FIELD(data.teacher_hidden)),
@@ -726,6 +741,11 @@ Value Loader::parse_value(const KeySpec& spec, const YAML::Node& node, const YAM
       return parse_loss_scale(node, mark, path);
     case Type::StepList:
       return parse_step_list(spec, node, mark, path);
+    case Type::Text: {
+      const std::string& text = expect_scalar(node, mark, path, "a string");
+      if (text.empty()) fail(mark, path, "expected a non-empty string");
+      return text;
+    }
   }
   fail(mark, path, "internal error: unhandled key type");
 }
@@ -1143,14 +1163,28 @@ void Loader::check_cell(const Draft& draft) const {
               "loss_scale min (" + format_number(c.loss_scale.min) + ") is above max (" +
                   format_number(c.loss_scale.max) + ")");
   }
-  if (!options_.reject_unsupported) return;
-  for (const auto& row : not_supported_yet_table()) {
-    const std::string value = config_value_string(c, row.key);
-    if (const auto reason = unsupported_reason(row.key, value)) {
-      const Origin* origin = find_origin(draft, row.key);
-      if (!origin) fail(YAML::Mark::null_mark(), row.key, *reason);  // a default: not reached
-      fail(origin->mark, origin->path, *reason);
+  if (options_.reject_unsupported) {
+    for (const auto& row : not_supported_yet_table()) {
+      const std::string value = config_value_string(c, row.key);
+      if (const auto reason = unsupported_reason(row.key, value)) {
+        const Origin* origin = find_origin(draft, row.key);
+        if (!origin) fail(YAML::Mark::null_mark(), row.key, *reason);  // a default: not reached
+        fail(origin->mark, origin->path, *reason);
+      }
     }
+  }
+  // Each model reads its own kind of data.
+  const bool token_data = c.data.kind == "markov" || c.data.kind == "text";
+  if (c.model.kind == "bert" && !token_data) {
+    fail_cell(draft, {"data.kind", "model.kind"},
+              "model.kind bert needs token data: data.kind markov or text (got " + c.data.kind + ")");
+  }
+  if (c.model.kind == "mlp" && token_data) {
+    fail_cell(draft, {"data.kind", "model.kind"},
+              "model.kind mlp needs data.kind teacher (got " + c.data.kind + ")");
+  }
+  if (c.data.kind == "text" && c.data.path.empty()) {
+    fail_cell(draft, {"data.kind", "data.path"}, "data.kind text needs data.path (a text file)");
   }
 }
 

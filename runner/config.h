@@ -55,6 +55,14 @@ struct ModelConfig {
   int width = 1024;
   std::string activation = "gelu";  // gelu | relu
   double init_scale = 1.0;
+  // BERT: a preset size, any dimension overridden when > 0 (ffn 0: 4 x hidden).
+  std::string size = "tiny";  // tiny | mini | small | medium | base | large
+  int layers = 0, hidden = 0, heads = 0, ffn = 0;
+  int seq_len = 128;
+  std::string pre_ln = "off";     // off: post-LN as in the original BERT
+  double dropout = 0.0;           // 0 keeps benchmark cells deterministic
+  std::string pad_vocab = "off";  // on: round the vocabulary up to a multiple of 8
+  double ln_eps = 1e-12;          // raised where it would vanish in half precision
 };
 
 struct DataConfig {
@@ -63,6 +71,8 @@ struct DataConfig {
   int classes = 16;
   int teacher_hidden = 64;
   int eval_samples = 4096;
+  int vocab = 8192;  // markov: the synthetic corpus's vocabulary
+  std::string path;  // text: the file to read
 };
 
 struct OptimizerConfig {

@@ -590,7 +590,7 @@ TEST(Unsupported, EveryLossScaleModeLoads) {
 
 TEST(Unsupported, OptionTurnsTheTableOff) {
   const ExperimentConfig e =
-      load("name: x\ncheckpointing: sqrt\nmodel: {kind: bert}\n", allow_unsupported());
+      load("name: x\ncheckpointing: sqrt\nmodel: {kind: bert}\ndata: {kind: markov}\n", allow_unsupported());
   EXPECT_EQ(e.base.checkpointing, "sqrt");
   EXPECT_EQ(e.base.model.kind, "bert");
 }
@@ -796,6 +796,35 @@ TEST(LossWeight, ParsesAndRejectsNonPositive) {
     EXPECT_EQ(err.key(), "loss_weight");
     EXPECT_EQ(err.line(), 2);
   }
+}
+
+}  // namespace
+}  // namespace mpb
+
+namespace mpb {
+namespace {
+
+TEST(ModelData, EachModelNeedsItsKindOfData) {
+  LoadOptions allow;
+  allow.reject_unsupported = false;
+  try {
+    load_experiment_from_string("name: x\nmodel: {kind: mlp}\ndata: {kind: markov}\n", "x.yaml", allow);
+    ADD_FAILURE() << "mlp on token data accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.kind mlp needs data.kind teacher"), std::string::npos) << e.what();
+  }
+  try {
+    load_experiment_from_string("name: x\nmodel: {kind: bert}\ndata: {kind: text}\n", "x.yaml", allow);
+    ADD_FAILURE() << "text data without a path accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs data.path"), std::string::npos) << e.what();
+  }
+  const ExperimentConfig ok = load_experiment_from_string(
+      "name: x\nmodel: {kind: bert, size: mini, seq_len: 64, pre_ln: on}\ndata: {kind: text, path: a.txt}\n", "x.yaml",
+      allow);
+  EXPECT_EQ(ok.base.model.size, "mini");
+  EXPECT_EQ(ok.base.model.pre_ln, "on");
+  EXPECT_EQ(ok.base.data.path, "a.txt");
 }
 
 }  // namespace

@@ -684,8 +684,8 @@ TEST(ConfigJson, HasEveryKeyOfTheSchema) {
       defaults;  // a named object: GCC 12 -O2 warns falsely on a CellConfig{} temporary
   const nlohmann::json j = cell_config_to_json(defaults);
   EXPECT_EQ(j.size(), 18u);  // 14 scalar keys + model, data, optimizer, loss_scale
-  EXPECT_EQ(j["model"].size(), 5u);
-  EXPECT_EQ(j["data"].size(), 5u);
+  EXPECT_EQ(j["model"].size(), 15u);  // kind + 4 MLP keys + 10 BERT keys
+  EXPECT_EQ(j["data"].size(), 7u);
   EXPECT_EQ(j["optimizer"].size(), 8u);
   EXPECT_EQ(j["loss_scale"].size(), 9u);
 }
