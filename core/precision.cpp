@@ -133,4 +133,34 @@ PrecisionPolicy resolve_policy(const std::string& text) {
   return p;
 }
 
+// Why these values
+// - fp16 (max 65504): -1e9 (or -1e12, bert4keras' default, or -inf) rounds
+//   to -inf when the framework materialises the mask in fp16, and the real
+//   keys then get (1 - 1) * (-inf) = NaN. -1e4 is exactly representable
+//   (10000 = 1250 * 2^3), 0 * -1e4 = 0, and scale*score + (-1e4) stays finite
+//   for any |scale*score| < 55504, while exp(-1e4 + (real logit - max)) is 0 in
+//   fp32 whenever the real logits are within 1e4 - 88 of each other: padded
+//   keys get exactly zero weight. This is the value TF BERT and bert4keras use
+//   under fp16 (and HF transformers' original -10000.0).
+// - fp32/bf16 (max ~3.4e38): -1e9 is finite (bf16 rounds it to -999292928)
+//   and far below any real logit, so it never leaks probability even with
+//   large, unscaled scores where -1e4 could.
+float attention_mask_value(DType compute) { return compute == DType::F16 ? -1e4f : -1e9f; }
+
+// Why: a half-precision LayerNorm (apex O3, a framework running its LayerNorm
+// in the activations' dtype) evaluates var + eps in fp16. Its smallest
+// subnormal is 2^-24 ~ 6e-8, so BERT's 1e-12 rounds to 0, and a constant row
+// (var = 0: padding rows, a dead feature) gives rsqrt(0) = inf and
+// (x - mean) * inf = 0 * inf = NaN. Values just above the subnormal floor
+// survive with a few significant bits only, and 1/sqrt(6e-8) = 4096 magnifies
+// the fp16 rounding noise of a "constant" row into O(1) outputs. 1e-5 (PyTorch's
+// nn.LayerNorm default; bert4keras sets K.set_epsilon(1e-5) for fp16) is
+// represented to within 0.3% (168 subnormal ulps) and bounds rstd by 316.
+// bf16 and fp32 share fp32's exponent range, where 1e-12 is a normal number
+// and 1/sqrt(1e-12) = 1e6 is finite: the requested value is kept.
+float layernorm_eps(DType compute, float requested) {
+  if (compute == DType::F16) return requested > 1e-5f ? requested : 1e-5f;
+  return requested;
+}
+
 }  // namespace mpb

@@ -33,4 +33,15 @@ struct PrecisionPolicy {
 // with a message saying what is wrong and what is accepted.
 PrecisionPolicy resolve_policy(const std::string& precision);
 
+// The additive attention-mask constant for padded keys when scores are in
+// `compute`: large and negative (exp of it is exactly 0 next to real
+// logits), finite in the compute dtype (so 0 * it = 0 for the real keys; see
+// the mask rule in ops/attention.h). -1e4 for fp16, -1e9 for fp32/bf16.
+float attention_mask_value(DType compute);
+
+// The LayerNorm epsilon to use in `compute`: `requested`, except for fp16
+// where it is at least 1e-5 (a smaller one, such as BERT's 1e-12, flushes to
+// zero in fp16 and a constant row then divides by sqrt(0)).
+float layernorm_eps(DType compute, float requested);
+
 }  // namespace mpb

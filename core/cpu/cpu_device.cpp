@@ -91,6 +91,54 @@ class CpuDevice final : public Device {
   ExponentHistogram exponent_histogram(const Tensor& t, int lo, int nbins) override {
     return cpu::exponent_histogram(t, lo, nbins);
   }
+  void add(const Tensor& out, const Tensor& a, const Tensor& b) override { cpu::add(out, a, b); }
+  void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                         const Tensor& gamma, const Tensor& beta, float eps) override {
+    cpu::layernorm_forward(out, mean, rstd, x, gamma, beta, eps);
+  }
+  void residual_layernorm_forward(const Tensor& out, const Tensor& sum, const Tensor& mean, const Tensor& rstd,
+                                  const Tensor& a, const Tensor& b, const Tensor& gamma, const Tensor& beta,
+                                  float eps) override {
+    cpu::residual_layernorm_forward(out, sum, mean, rstd, a, b, gamma, beta, eps);
+  }
+  void layernorm_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& dout,
+                          const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& gamma,
+                          GradMode dx_mode, GradMode param_mode) override {
+    cpu::layernorm_backward(dx, dgamma, dbeta, dout, x, mean, rstd, gamma, dx_mode, param_mode);
+  }
+  void split_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv) override {
+    cpu::split_heads(q, k, v, qkv);
+  }
+  void merge_qkv_grads(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv) override {
+    cpu::merge_qkv_grads(dqkv, dq, dk, dv);
+  }
+  void merge_heads(const Tensor& out, const Tensor& in) override { cpu::merge_heads(out, in); }
+  void split_heads_grad(const Tensor& din, const Tensor& dout) override { cpu::split_heads_grad(din, dout); }
+  void masked_softmax_forward(const Tensor& probs, const Tensor& scores, const Tensor& key_valid, float scale,
+                              float mask_value) override {
+    cpu::masked_softmax_forward(probs, scores, key_valid, scale, mask_value);
+  }
+  void softmax_backward(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs, float scale) override {
+    cpu::softmax_backward(dscores, probs, dprobs, scale);
+  }
+  void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& key_valid, float scale, float mask_value) override {
+    cpu::attention_forward(out, lse, q, k, v, key_valid, scale, mask_value);
+  }
+  void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                          const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& key_valid, float scale, float mask_value) override {
+    cpu::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, key_valid, scale, mask_value);
+  }
+  void embedding_forward(const Tensor& out, const Tensor& table, const Tensor& ids) override {
+    cpu::embedding_forward(out, table, ids);
+  }
+  void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& ids, GradMode mode) override {
+    cpu::embedding_backward(dtable, dout, ids, mode);
+  }
+  void dropout(const Tensor& out, const Tensor& in, float p, uint64_t seed) override {
+    cpu::dropout(out, in, p, seed);
+  }
   void adamw_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamWHyper& h,
                   float gs, bool fused) override {
     cpu::adamw_step(p, g, m, v, h, gs, fused);

@@ -33,12 +33,26 @@ struct MatmulKey {
   bool bias;
   int act;  // -1 none, else Activation
   float alpha, beta;
+  // Strided batch: batch == 1 uses 2-D descriptors (strides unused).
+  int64_t batch, sa, sb, sc;
   std::string str() const {
     std::ostringstream s;
     s.precision(9);  // float round-trip digits: alphas/betas that differ must not share a primitive
     s << m << ',' << n << ',' << k << ',' << ta << tb << ',' << int(a) << int(b) << int(c) << ',' << bias << ','
-      << act << ',' << alpha << ',' << beta;
+      << act << ',' << alpha << ',' << beta << ',' << batch << ',' << sa << ',' << sb << ',' << sc;
     return s.str();
+  }
+  // Operand descriptors: row-major, transposed operands as strides; with a
+  // batch, a leading dimension with the element stride between matrices.
+  dnnl::memory::desc a_md() const { return md(m, k, a, ta ? dims{1, m} : dims{k, 1}, sa); }
+  dnnl::memory::desc b_md() const { return md(k, n, b, tb ? dims{1, k} : dims{n, 1}, sb); }
+  dnnl::memory::desc c_md() const { return md(m, n, c, dims{n, 1}, sc); }
+
+ private:
+  using dims = dnnl::memory::dims;
+  dnnl::memory::desc md(int64_t rows, int64_t cols, dt type, const dims& strides, int64_t batch_stride) const {
+    if (batch == 1) return dnnl::memory::desc(dims{rows, cols}, type, strides);
+    return dnnl::memory::desc(dims{batch, rows, cols}, type, dims{batch_stride, strides[0], strides[1]});
   }
 };
 
@@ -54,9 +68,7 @@ struct OnednnGemm::Impl {
     auto it = cache.find(key.str());
     if (it != cache.end()) return it->second;
     using dims = dnnl::memory::dims;
-    dnnl::memory::desc a_md(dims{key.m, key.k}, key.a, key.ta ? dims{1, key.m} : dims{key.k, 1});
-    dnnl::memory::desc b_md(dims{key.k, key.n}, key.b, key.tb ? dims{1, key.k} : dims{key.n, 1});
-    dnnl::memory::desc c_md(dims{key.m, key.n}, key.c, dims{key.n, 1});
+    const dnnl::memory::desc a_md = key.a_md(), b_md = key.b_md(), c_md = key.c_md();
     dnnl::primitive_attr attr;
     dnnl::post_ops po;
     if (key.beta != 0.0f) po.append_sum(key.beta);
@@ -73,9 +85,9 @@ struct OnednnGemm::Impl {
   void execute(const MatmulKey& key, void* a, void* b, void* c, const void* bias) {
     using dims = dnnl::memory::dims;
     dnnl::matmul& mm = primitive(key);
-    dnnl::memory a_mem({dims{key.m, key.k}, key.a, key.ta ? dims{1, key.m} : dims{key.k, 1}}, engine, a);
-    dnnl::memory b_mem({dims{key.k, key.n}, key.b, key.tb ? dims{1, key.k} : dims{key.n, 1}}, engine, b);
-    dnnl::memory c_mem({dims{key.m, key.n}, key.c, dims{key.n, 1}}, engine, c);
+    dnnl::memory a_mem(key.a_md(), engine, a);
+    dnnl::memory b_mem(key.b_md(), engine, b);
+    dnnl::memory c_mem(key.c_md(), engine, c);
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
     if (key.bias)
       args.emplace(DNNL_ARG_BIAS, dnnl::memory({dims{1, key.n}, dt::f32, dims{key.n, 1}}, engine, const_cast<void*>(bias)));
@@ -102,22 +114,51 @@ std::string OnednnGemm::support(GemmCompute c) const {
 
 namespace {
 
-// fp32 copy of an operand, rounded to what the compute mode feeds the multiplier.
-void widen_operand(float* dst, const Tensor& src, GemmCompute compute) {
-  const int64_t n = src.numel();
+// Elements an operand of `batch` matrices of `size` elements, `stride` apart,
+// spans from its first element.
+int64_t span(int64_t batch, int64_t stride, int64_t size) { return (batch - 1) * stride + size; }
+
+// fp32 copy of the first n elements of an operand, rounded to what the compute
+// mode feeds the multiplier. A strided batch is widened over its whole span
+// (gaps included: they are converted but never read), keeping the strides.
+void widen_operand(float* dst, const Tensor& src, int64_t n, GemmCompute compute) {
   if (compute == GemmCompute::TF32) {
     const float* s = static_cast<const float*>(src.data);
 #pragma omp parallel for
     for (int64_t i = 0; i < n; ++i) dst[i] = round_to_tf32(s[i]);
   } else {
-    cast(Tensor(dst, DType::F32, src.shape), src);
+    cast(Tensor(dst, DType::F32, Shape{n}), src.flat_slice(0, n));
   }
+}
+
+// dst[i*stride .. +size) = src[i*stride .. +size) for every matrix of a batch:
+// only the matrices, so the gaps of a strided C keep their contents.
+void cast_batch(const Tensor& dst, const Tensor& src, int64_t batch, int64_t stride, int64_t size) {
+  if (batch == 1 || stride == size) {  // contiguous: one (parallel) sweep
+    cast(dst.flat_slice(0, span(batch, stride, size)), src.flat_slice(0, span(batch, stride, size)));
+    return;
+  }
+  for (int64_t i = 0; i < batch; ++i) cast(dst.flat_slice(i * stride, size), src.flat_slice(i * stride, size));
 }
 
 void check_args(const GemmArgs& g) {
   require(g.m > 0 && g.n > 0 && g.k > 0, "gemm", "m, n, k must be positive");
-  require(g.a.numel() == g.m * g.k && g.b.numel() == g.k * g.n && g.c.numel() == g.m * g.n, "gemm",
-          "operand sizes do not match m, n, k");
+  require(g.batch >= 1, "gemm", "batch must be >= 1");
+  if (g.batch == 1) {
+    require(g.a.numel() == g.m * g.k && g.b.numel() == g.k * g.n && g.c.numel() == g.m * g.n, "gemm",
+            "operand sizes do not match m, n, k");
+  } else {
+    // Matrices may be strided apart (gaps allowed) but not overlap: oneDNN's
+    // descriptors reject overlapping strides, and C's must be disjoint anyway.
+    require(g.stride_a >= g.m * g.k && g.stride_b >= g.k * g.n && g.stride_c >= g.m * g.n, "gemm",
+            "batch strides must be at least the matrix sizes (no broadcast or overlap)");
+    require(g.a.numel() >= span(g.batch, g.stride_a, g.m * g.k) &&
+                g.b.numel() >= span(g.batch, g.stride_b, g.k * g.n) &&
+                g.c.numel() >= span(g.batch, g.stride_c, g.m * g.n),
+            "gemm", "operands are smaller than batch x stride");
+    require(g.epilogue == Epilogue::None, "gemm", "a batched GEMM (batch > 1) allows no epilogue");
+    require(g.pre_act.empty(), "gemm", "a batched GEMM (batch > 1) takes no pre_act");
+  }
   require(g.a.dtype == g.b.dtype, "gemm", "A and B must have the same dtype");
   const bool wide = g.compute == GemmCompute::F32 || g.compute == GemmCompute::TF32;
   require(wide ? g.a.dtype == DType::F32
@@ -140,11 +181,13 @@ void OnednnGemm::run(const GemmArgs& g) {
   void* a = g.a.data;
   void* b = g.b.data;
   dt op_type = to_dnnl(g.a.dtype);
-  if (!direct) {  // emulate: fp32 operands holding the rounded values
-    a = impl_->workspace(0, g.a.numel() * sizeof(float));
-    b = impl_->workspace(1, g.b.numel() * sizeof(float));
-    widen_operand(static_cast<float*>(a), g.a, g.compute);
-    widen_operand(static_cast<float*>(b), g.b, g.compute);
+  const int64_t span_a = span(g.batch, g.stride_a, g.m * g.k), span_b = span(g.batch, g.stride_b, g.k * g.n);
+  const int64_t span_c = span(g.batch, g.stride_c, g.m * g.n);
+  if (!direct) {  // emulate: fp32 operands holding the rounded values (every batch's)
+    a = impl_->workspace(0, span_a * sizeof(float));
+    b = impl_->workspace(1, span_b * sizeof(float));
+    widen_operand(static_cast<float*>(a), g.a, span_a, g.compute);
+    widen_operand(static_cast<float*>(b), g.b, span_b, g.compute);
     op_type = dt::f32;
   }
 
@@ -159,8 +202,8 @@ void OnednnGemm::run(const GemmArgs& g) {
   const bool dst_ok = dst.dtype == DType::F32 || (dst.dtype == DType::BF16 && direct && op_type == dt::bf16);
   Tensor mm_dst = dst;
   if (!dst_ok) {
-    mm_dst = Tensor(impl_->workspace(2, dst.numel() * sizeof(float)), DType::F32, dst.shape);
-    if (g.beta != 0.0f) cast(mm_dst, dst);
+    mm_dst = Tensor(impl_->workspace(2, span_c * sizeof(float)), DType::F32, Shape{span_c});
+    if (g.beta != 0.0f) cast_batch(mm_dst, dst, g.batch, g.stride_c, g.m * g.n);
   }
 
   // oneDNN takes an fp32 bias; a half one (apex O2/O3 parameters) is widened.
@@ -170,11 +213,13 @@ void OnednnGemm::run(const GemmArgs& g) {
     cast(Tensor(wide, DType::F32, Shape{g.n}), g.bias);
     bias = wide;
   }
+  const bool batched = g.batch > 1;
   MatmulKey key{g.m, g.n, g.k, g.trans_a, g.trans_b, op_type, op_type, to_dnnl(mm_dst.dtype),
-                g.epilogue != Epilogue::None, (act && !split_act) ? static_cast<int>(act_kind) : -1, g.alpha, g.beta};
+                g.epilogue != Epilogue::None, (act && !split_act) ? static_cast<int>(act_kind) : -1, g.alpha, g.beta,
+                g.batch, batched ? g.stride_a : 0, batched ? g.stride_b : 0, batched ? g.stride_c : 0};
   impl_->execute(key, a, b, mm_dst.data, bias);
 
-  if (!dst_ok) cast(dst, mm_dst);
+  if (!dst_ok) cast_batch(dst, mm_dst, g.batch, g.stride_c, g.m * g.n);
   if (split_act) activation_forward(act_kind, g.c, g.pre_act);
   // Without an activation, pre_act (if given) is simply C.
   if (!act && !g.pre_act.empty() && g.pre_act.data != g.c.data) cast(g.pre_act, g.c);

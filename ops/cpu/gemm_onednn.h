@@ -6,7 +6,13 @@
 //  - fp16, tf32: "emulated": operands rounded to the format (fp16 is exact in
 //    fp32; tf32 keeps 10 mantissa bits), then an fp32 matmul. That is what
 //    tensor cores compute: exact products of the rounded operands, fp32 sums.
-// Primitives are created once per shape/dtype/epilogue and cached.
+// Strided batches (GemmArgs::batch > 1, attention's per-head products) are one
+// oneDNN matmul over 3-D descriptors {batch, rows, cols} whose leading stride
+// is the element stride between matrices (>= the matrix size: gaps allowed,
+// overlap and broadcast not); emulated modes widen every batch's operands; a
+// 16-bit C is written matrix by matrix so its gaps are never touched. Batched
+// GEMMs take no epilogue and no pre_act (std::invalid_argument).
+// Primitives are created once per shape/dtype/epilogue/batch/strides and cached.
 #pragma once
 
 #include <cstddef>

@@ -48,7 +48,9 @@ double softmax_xent_forward(const Tensor& probs, const Tensor& logits, const Ten
     float mx, sum;
     row_max_sum(logits, r, mx, sum);
     for (int64_t c = 0; c < C; ++c) p[r * C + c] = expf(load_f32(logits.data, logits.dtype, r * C + c) - mx) / sum;
-    row_loss[static_cast<size_t>(r)] = scalar::xent_row_loss(load_f32(logits.data, logits.dtype, r * C + y[r]), mx, sum);
+    row_loss[static_cast<size_t>(r)] =
+        scalar::xent_ignored(y[r]) ? 0.0f
+                                   : scalar::xent_row_loss(load_f32(logits.data, logits.dtype, r * C + y[r]), mx, sum);
   }
   return sum_in_order(row_loss);
 }
@@ -59,9 +61,12 @@ void softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Ten
   const int32_t* y = static_cast<const int32_t*>(labels.data);
   const float* p = static_cast<const float*>(probs.data);
 #pragma omp parallel for
-  for (int64_t r = 0; r < B; ++r)
+  for (int64_t r = 0; r < B; ++r) {
+    const bool ignored = scalar::xent_ignored(y[r]);
     for (int64_t c = 0; c < C; ++c)
-      store_f32(dlogits.data, dlogits.dtype, r * C + c, scalar::xent_grad(p[r * C + c], c == y[r], grad_scale));
+      store_f32(dlogits.data, dlogits.dtype, r * C + c,
+                ignored ? 0.0f : scalar::xent_grad(p[r * C + c], c == y[r], grad_scale));
+  }
 }
 
 double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const Tensor& labels, float grad_scale) {
@@ -71,6 +76,11 @@ double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const Ten
   std::vector<float> row_loss(static_cast<size_t>(B));
 #pragma omp parallel for
   for (int64_t r = 0; r < B; ++r) {
+    if (scalar::xent_ignored(y[r])) {  // not a target: no loss, no gradient
+      row_loss[static_cast<size_t>(r)] = 0.0f;
+      for (int64_t c = 0; c < C; ++c) store_f32(dlogits.data, dlogits.dtype, r * C + c, 0.0f);
+      continue;
+    }
     float mx, sum;
     row_max_sum(logits, r, mx, sum);
     row_loss[static_cast<size_t>(r)] = scalar::xent_row_loss(load_f32(logits.data, logits.dtype, r * C + y[r]), mx, sum);
@@ -91,6 +101,7 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   int64_t correct = 0;
 #pragma omp parallel for reduction(+ : correct)
   for (int64_t r = 0; r < B; ++r) {
+    if (scalar::xent_ignored(y[r])) continue;  // not a target (see ops/softmax_xent.h)
     int64_t best = 0;  // ties go to the lowest index, on every backend
     float best_v = load_f32(logits.data, logits.dtype, r * C);
     for (int64_t c = 1; c < C; ++c) {
