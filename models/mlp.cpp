@@ -81,6 +81,7 @@ class Mlp final : public Model {
   Tensor grads() override { return grads_.tensor(); }
   int64_t micro_batch() const override { return B_; }
   Tensor input() override { return x_c_.tensor(); }
+  Tensor logits() const override { return logits_; }
   void set_probe(ProbeFn probe) override { probe_ = std::move(probe); }
 
   void load_compute_weights() override {

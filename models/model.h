@@ -56,6 +56,9 @@ class Model {
   // gradients are written or added per `mode`. Returns the summed loss.
   virtual double train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) = 0;
   virtual EvalSums eval_micro(const Tensor& x, const Tensor& y) = 0;
+  // The logits of the last train_micro/eval_micro call ([rows, classes] or
+  // [rows*T, vocab]), for checks against a reference implementation.
+  virtual Tensor logits() const { return Tensor{}; }
   // FLOPs of one training sample (forward + backward GEMMs), for GFLOP/s.
   virtual double train_flops_per_sample() const = 0;
 };
