@@ -171,6 +171,8 @@ class Device {
   virtual int64_t count_correct(const Tensor& logits, const Tensor& labels) = 0;
 
   // --- reductions ------------------------------------------------------------
+  // sum_squares of the finite elements, within 2^-19 relative (fp32 partial
+  // sums are allowed: it feeds gradient norms and clipping), nonfinite exact.
   virtual TensorStats stats(const Tensor& t) = 0;
   virtual ExponentHistogram exponent_histogram(const Tensor& t, int lo, int nbins) = 0;
 
