@@ -1,0 +1,90 @@
+// BERT (Devlin et al. 2019) for masked-language-model pre-training, llm.c
+// style: an explicit forward and backward over Device ops, parameters in one
+// flat buffer (state_dict-like names, weights [out, in] as in PyTorch), every
+// activation buffer allocated once for the micro-batch.
+//
+//   embeddings: word[ids] + position[t] + token_type[0], LayerNorm (post-LN),
+//               dropout
+//   N x encoder layer, post-LN (the original):
+//       x -> QKV (one [3C, C] GEMM) -> masked self-attention -> output dense
+//         -> dropout -> LayerNorm(x + .) = h
+//         -> dense C->ffn, GELU -> dense ffn->C -> dropout -> LayerNorm(h + .)
+//     or pre-LN (Xiong et al. 2020; Megatron-BERT's names):
+//       x + dropout(attention(LN(x))) = r,  r + dropout(FFN(LN(r))),
+//       and a final LayerNorm after the last layer
+//   MLM head: dense C->C, GELU, LayerNorm, decoder tied to the word
+//             embedding (logits = h . E^T + bias[V]); softmax cross-entropy
+//             over every position, labels < 0 ignored.
+//
+// Precision follows the policy like the MLP (models/mlp.cpp): GEMMs read a
+// compute-dtype copy of the weights, activations are stored in the compute
+// dtype, LayerNorm statistics and attention log-sum-exps in fp32, logits in
+// the output dtype, gradients in the parameters' dtype.
+//
+// Gradient checkpointing (Chen et al. 2016) keeps only segment inputs and
+// recomputes a segment's forward during the backward pass; the activation
+// buffers are sized for what the policy keeps, so the allocated (and
+// measured) activation memory really falls. See make_bert's notes in
+// bert.cpp for the exact layout.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/precision.h"
+#include "models/model.h"
+
+namespace mpb {
+
+struct BertConfig {
+  int layers = 2;
+  int hidden = 128;
+  int heads = 2;
+  int ffn = 0;  // intermediate size; 0: 4 * hidden
+  int vocab = 30522;
+  int seq_len = 128;  // also the number of position embeddings
+  bool pre_ln = false;
+  float dropout = 0.0f;  // hidden and attention-probability dropout (0: the ops are skipped)
+  float ln_eps = 1e-12f;  // requested; the model uses layernorm_eps(compute dtype, ln_eps)
+  bool fused = false;     // GEMM bias/GELU epilogues, fused attention, residual+LayerNorm, fused loss
+  std::string checkpointing = "off";  // off | every_layer | every_k | sqrt
+  int checkpoint_k = 2;               // layers per segment for every_k
+  bool pad_vocab = false;             // round the vocabulary up to a multiple of 8 (extra rows are never input ids)
+
+  int ffn_dim() const { return ffn > 0 ? ffn : 4 * hidden; }
+  int model_vocab() const { return pad_vocab ? (vocab + 7) / 8 * 8 : vocab; }
+};
+
+// bert-{tiny, mini, small, medium, base, large} (Turc et al. 2019's compact
+// models and the original two): layers, hidden, heads, ffn = 4 * hidden,
+// BERT's WordPiece vocabulary (30522) and seq_len 128. Throws
+// std::invalid_argument for any other name.
+BertConfig bert_preset(const std::string& size);
+
+// Throws std::invalid_argument when the config can't be built (hidden not
+// divisible by heads, an unknown checkpointing mode, ...).
+void validate_bert(const BertConfig& cfg);
+
+// Layers per checkpoint segment: `layers` when checkpointing is off (one
+// segment, nothing recomputed), 1 for every_layer, checkpoint_k for
+// every_k, ceil(sqrt(layers)) for sqrt (about sqrt(L) segments of sqrt(L)).
+int bert_checkpoint_segment(const BertConfig& cfg);
+
+// Performance advice, one line each: GEMM dimensions that are not multiples
+// of 8 (tensor cores want multiples of 8 in fp16/bf16/tf32), settings that
+// don't do what they suggest. micro_batch > 0 also checks micro_batch *
+// seq_len, the row count of every token GEMM.
+std::vector<std::string> bert_warnings(const BertConfig& cfg, int64_t micro_batch = 0);
+
+// The model's input() is int32 token ids [micro_batch, seq_len], and
+// input_mask() int32 [micro_batch, seq_len] (1 real token, 0 padding): a
+// padded key gets no attention. train_micro's labels are int32
+// [rows * seq_len], the original token at masked positions and < 0 elsewhere.
+// Dropout is seeded by (seed, the number of train_micro calls so far, layer,
+// site), so a run is reproducible; eval_micro runs without dropout.
+std::unique_ptr<Model> make_bert(Device& dev, const BertConfig& cfg, const PrecisionPolicy& policy,
+                                 int64_t micro_batch, uint64_t seed);
+
+}  // namespace mpb

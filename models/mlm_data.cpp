@@ -1,0 +1,166 @@
+#include "models/mlm_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+
+namespace mpb {
+
+namespace {
+constexpr uint64_t kCorpusStream = 1, kTrainStream = 2, kEvalStream = 3;
+constexpr uint64_t kCorpusSeed = 0xC0B905ull, kEvalSeed = 0xE7A1ull;  // the task and the held-out set: fixed
+// The Markov chain. Tokens are split into clusters of kClusterSize (token i
+// is in cluster i % clusters, so every cluster holds frequent and rare
+// tokens). A token's next token is, with probability kJump, any token drawn
+// from the global Zipf distribution (which moves to its cluster), and
+// otherwise one of its kSuccessors likely successors, drawn from its own
+// cluster with Zipf weights, with probabilities kSuccessorP. So a sequence
+// stays in a cluster for ~1/kJump tokens: a masked token is predictable from
+// the bag of its neighbours (the cluster; what attention averages at
+// initialisation already) and better from its predecessor (the successor).
+constexpr int kClusterSize = 8;
+constexpr int kSuccessors = 3;
+constexpr double kSuccessorP[kSuccessors] = {0.7, 0.2, 0.1};
+constexpr double kJump = 0.05;
+constexpr double kZipfExponent = 1.0;
+}  // namespace
+
+MlmData::MlmData(uint64_t seed, int tokens, const MlmOptions& options) : seed_(seed), tokens_(tokens), opt_(options) {
+  if (opt_.seq_len < 3) throw std::invalid_argument("MlmData: seq_len must be >= 3 ([CLS], a token, [SEP])");
+  if (!(opt_.mask_prob > 0.0 && opt_.mask_prob <= 1.0)) throw std::invalid_argument("MlmData: mask_prob must be in (0, 1]");
+  if (!(opt_.short_fraction >= 0.0 && opt_.short_fraction <= 1.0))
+    throw std::invalid_argument("MlmData: short_fraction must be in [0, 1]");
+  if (tokens_ < 1) throw std::invalid_argument("MlmData: the vocabulary needs at least one token");
+}
+
+MlmData MlmData::synthetic(uint64_t seed, int tokens, const MlmOptions& options) {
+  MlmData d(seed, tokens, options);
+  d.zipf_cdf_.resize(static_cast<size_t>(tokens));
+  double total = 0.0;
+  for (int i = 0; i < tokens; ++i) total += 1.0 / std::pow(double(i + 1), kZipfExponent);
+  double acc = 0.0;
+  for (int i = 0; i < tokens; ++i) {
+    acc += 1.0 / std::pow(double(i + 1), kZipfExponent) / total;
+    d.zipf_cdf_[static_cast<size_t>(i)] = acc;
+  }
+  d.zipf_cdf_.back() = 1.0;
+  Rng rng(Rng::stream_seed(kCorpusSeed, kCorpusStream));
+  const int clusters = std::max(1, tokens / kClusterSize);
+  d.succ_.resize(static_cast<size_t>(tokens) * kSuccessors);
+  for (int t = 0; t < tokens; ++t) {
+    // The members of t's cluster, by global rank, with Zipf weights.
+    std::vector<int> members;
+    std::vector<double> cdf;
+    double sum = 0.0;
+    for (int m = t % clusters; m < tokens; m += clusters) {
+      members.push_back(m);
+      cdf.push_back(sum += 1.0 / std::pow(double(members.size()), kZipfExponent));
+    }
+    for (int j = 0; j < kSuccessors; ++j) {
+      const double u = rng.uniform() * sum;
+      const size_t at = static_cast<size_t>(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+      d.succ_[static_cast<size_t>(t) * kSuccessors + static_cast<size_t>(j)] = members[std::min(at, members.size() - 1)];
+    }
+  }
+  d.desc_ = "synthetic Markov-chain MLM, " + std::to_string(tokens) + " tokens + 4 specials, T " +
+            std::to_string(options.seq_len);
+  return d;
+}
+
+MlmData MlmData::from_text(const std::string& path, uint64_t seed, const MlmOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("MlmData: cannot read '" + path + "'");
+  MlmData d(seed, 256, options);
+  d.text_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  const int64_t size = static_cast<int64_t>(d.text_.size());
+  const int64_t span = options.seq_len - 2;  // the longest content
+  const int64_t eval_len = std::max<int64_t>(size / 10, span);
+  d.train_end_ = size - eval_len;
+  if (d.train_end_ < span)
+    throw std::runtime_error("MlmData: '" + path + "' has " + std::to_string(size) + " bytes; seq_len " +
+                             std::to_string(options.seq_len) + " needs at least " + std::to_string(2 * span));
+  d.desc_ = "byte-level MLM on " + path + " (" + std::to_string(size) + " bytes), T " + std::to_string(options.seq_len);
+  return d;
+}
+
+int MlmData::zipf(double u) const {
+  auto it = std::upper_bound(zipf_cdf_.begin(), zipf_cdf_.end(), u);
+  return static_cast<int>(std::min<std::ptrdiff_t>(it - zipf_cdf_.begin(), tokens_ - 1));
+}
+
+void MlmData::content(int n, Rng& rng, bool eval, std::vector<int32_t>& out) const {
+  out.clear();
+  if (!text_.empty()) {
+    const int64_t lo = eval ? train_end_ : 0;
+    const int64_t hi = (eval ? static_cast<int64_t>(text_.size()) : train_end_) - n;  // last start
+    const int64_t start = lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(hi - lo + 1)));
+    for (int i = 0; i < n; ++i) out.push_back(kSpecials + text_[static_cast<size_t>(start + i)]);
+    return;
+  }
+  int t = zipf(rng.uniform());
+  for (int i = 0; i < n; ++i) {
+    out.push_back(kSpecials + t);
+    if (rng.uniform() < kJump) {
+      t = zipf(rng.uniform());
+    } else {
+      double u = rng.uniform();
+      int j = 0;
+      while (j < kSuccessors - 1 && u >= kSuccessorP[j]) u -= kSuccessorP[j++];
+      t = succ_[static_cast<size_t>(t) * kSuccessors + static_cast<size_t>(j)];
+    }
+  }
+}
+
+void MlmData::append_sample(HostBatch& b, uint64_t stream, bool eval) const {
+  Rng rng(stream);
+  const int T = opt_.seq_len;
+  const int max_n = T - 2;
+  int n = max_n;
+  if (rng.uniform() < opt_.short_fraction && max_n >= 2) n = 1 + static_cast<int>(rng.below(static_cast<uint64_t>(max_n - 1)));
+  std::vector<int32_t> tokens;
+  content(n, rng, eval, tokens);
+  const size_t base = b.ids.size();
+  b.ids.resize(base + static_cast<size_t>(T), kPad);
+  b.mask.resize(base + static_cast<size_t>(T), 0);
+  b.y.resize(base + static_cast<size_t>(T), -1);
+  b.ids[base] = kCls;
+  for (int i = 0; i < n; ++i) {
+    const size_t at = base + 1 + static_cast<size_t>(i);
+    const int32_t orig = tokens[static_cast<size_t>(i)];
+    b.ids[at] = orig;
+    if (rng.uniform() < opt_.mask_prob) {
+      b.y[at] = orig;
+      const double r = rng.uniform();
+      if (r < 0.8) b.ids[at] = kMask;
+      else if (r < 0.9) b.ids[at] = kSpecials + static_cast<int32_t>(rng.below(static_cast<uint64_t>(tokens_)));
+      // else: unchanged
+    }
+  }
+  b.ids[base + 1 + static_cast<size_t>(n)] = kSep;
+  for (int i = 0; i < n + 2; ++i) b.mask[base + static_cast<size_t>(i)] = 1;
+}
+
+HostBatch MlmData::train_batch(int64_t step, int64_t size) const {
+  HostBatch b;
+  b.size = size;
+  b.row_width = opt_.seq_len;
+  b.labels_per_sample = opt_.seq_len;
+  const uint64_t step_stream = Rng::stream_seed(Rng::stream_seed(seed_, kTrainStream), static_cast<uint64_t>(step));
+  for (int64_t s = 0; s < size; ++s) append_sample(b, Rng::stream_seed(step_stream, static_cast<uint64_t>(s)), false);
+  return b;
+}
+
+HostBatch MlmData::eval_batch(int64_t offset, int64_t size) const {
+  HostBatch b;
+  b.size = size;
+  b.row_width = opt_.seq_len;
+  b.labels_per_sample = opt_.seq_len;
+  const uint64_t eval_stream = Rng::stream_seed(kEvalSeed, kEvalStream);
+  for (int64_t s = 0; s < size; ++s)
+    append_sample(b, Rng::stream_seed(eval_stream, static_cast<uint64_t>(offset + s)), true);
+  return b;
+}
+
+}  // namespace mpb

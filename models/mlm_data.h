@@ -1,0 +1,83 @@
+// Masked-language-model data for BERT: token sequences with BERT's masking.
+//
+// Two corpora:
+//  - synthetic: a seeded Markov chain over a Zipfian vocabulary. Tokens form
+//    clusters of 8; each token has a few likely successors in its own
+//    cluster (Zipf-weighted), and now and then (10%) the chain jumps to a
+//    Zipf-distributed token anywhere. The chain (the task) comes from a
+//    constant seed, like TeacherData's teacher, so every run and cell learns
+//    the same language. A masked token is predictable from its neighbours
+//    (their cluster, and its predecessor's successors), so the MLM loss falls
+//    far below ln(V) (chance) and below the unigram entropy.
+//  - text: byte-level tokens (256 + the specials) from a real file; the
+//    last tenth of the file is held out for evaluation.
+//
+// Token ids: [PAD]=0, [CLS]=1, [SEP]=2, [MASK]=3, then the vocabulary (4 +
+// token). A sequence is [CLS] t1 .. tn [SEP] [PAD].., T ids; n = T - 2,
+// except for a short_fraction of sequences (default 10%) with n uniform in
+// [1, T-3], so padding, and the attention mask, matter. HostBatch.mask is 1
+// on [CLS]..[SEP] and 0 on padding.
+//
+// Masking (Devlin et al. 2019): each real non-special token is selected with
+// probability mask_prob (0.15); a selected token's label is the original id
+// and its input is [MASK] (80%), a uniformly random vocabulary token (10%) or
+// unchanged (10%). Every other position's label is -1 (ignored by the loss).
+//
+// Deterministic: train_batch(step) depends on (seed, step) only (so
+// micro-batches are row slices of the step's batch), eval samples on their
+// index only (the held-out set is the same for every run seed).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "models/dataset.h"
+
+namespace mpb {
+
+struct MlmOptions {
+  int seq_len = 128;
+  double mask_prob = 0.15;
+  double short_fraction = 0.1;  // sequences shorter than seq_len - 2 real tokens (padded)
+};
+
+class MlmData final : public Dataset {
+ public:
+  static constexpr int32_t kPad = 0, kCls = 1, kSep = 2, kMask = 3, kSpecials = 4;
+
+  // The Markov-chain corpus over `tokens` vocabulary entries (vocab_size() = tokens + 4).
+  static MlmData synthetic(uint64_t seed, int tokens, const MlmOptions& options = {});
+  // Byte-level tokens of the file at `path` (vocab_size() = 260). Throws
+  // std::runtime_error when it can't be read or is too short for seq_len.
+  static MlmData from_text(const std::string& path, uint64_t seed, const MlmOptions& options = {});
+
+  HostBatch train_batch(int64_t step, int64_t size) const override;
+  HostBatch eval_batch(int64_t offset, int64_t size) const override;
+  int row_width() const override { return opt_.seq_len; }
+  int labels_per_sample() const override { return opt_.seq_len; }
+  int vocab_size() const { return kSpecials + tokens_; }  // BertConfig.vocab
+  const std::string& describe() const { return desc_; }
+
+ private:
+  MlmData(uint64_t seed, int tokens, const MlmOptions& options);
+  // One sample from its own stream, appended to b.
+  void append_sample(HostBatch& b, uint64_t stream, bool eval) const;
+  // n content tokens (ids >= kSpecials) into out.
+  void content(int n, Rng& rng, bool eval, std::vector<int32_t>& out) const;
+  int zipf(double u) const;
+
+  uint64_t seed_;
+  int tokens_;
+  MlmOptions opt_;
+  std::string desc_;
+  // synthetic
+  std::vector<double> zipf_cdf_;          // [tokens]
+  std::vector<int32_t> succ_;             // [tokens, kSuccessors] likely successors
+  // text
+  std::vector<uint8_t> text_;
+  int64_t train_end_ = 0;                 // bytes [0, train_end_) train, the rest eval
+};
+
+}  // namespace mpb

@@ -1,0 +1,239 @@
+// MLM data: deterministic batches, BERT's masking proportions, sequence
+// structure (specials, padding, attention mask), a held-out set independent
+// of the run seed, a learnable synthetic corpus, and byte-level text.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "models/mlm_data.h"
+
+namespace mpb {
+namespace {
+
+constexpr int kTokens = 64;
+
+bool same(const HostBatch& a, const HostBatch& b) { return a.ids == b.ids && a.mask == b.mask && a.y == b.y; }
+
+TEST(MlmData, BatchesAreDeterministicPerSeedAndStep) {
+  MlmOptions o;
+  o.seq_len = 32;
+  const MlmData d = MlmData::synthetic(7, kTokens, o);
+  const HostBatch a = d.train_batch(3, 16);
+  EXPECT_EQ(a.size, 16);
+  EXPECT_EQ(a.row_width, 32);
+  EXPECT_EQ(a.labels_per_sample, 32);
+  ASSERT_EQ(a.ids.size(), 16u * 32u);
+  ASSERT_EQ(a.mask.size(), a.ids.size());
+  ASSERT_EQ(a.y.size(), a.ids.size());
+  EXPECT_TRUE(same(a, d.train_batch(3, 16)));
+  EXPECT_TRUE(same(a, MlmData::synthetic(7, kTokens, o).train_batch(3, 16)));  // a fresh object: same data
+  EXPECT_FALSE(same(a, d.train_batch(4, 16)));
+  EXPECT_FALSE(same(a, MlmData::synthetic(8, kTokens, o).train_batch(3, 16)));
+  // The first rows of a batch don't depend on its size (micro-batches are row slices).
+  const HostBatch half = d.train_batch(3, 8);
+  EXPECT_TRUE(std::equal(half.ids.begin(), half.ids.end(), a.ids.begin()));
+  EXPECT_TRUE(std::equal(half.y.begin(), half.y.end(), a.y.begin()));
+  EXPECT_EQ(d.vocab_size(), kTokens + 4);
+  EXPECT_EQ(d.row_width(), 32);
+  EXPECT_EQ(d.labels_per_sample(), 32);
+}
+
+TEST(MlmData, EvalSetIsIndependentOfTheRunSeedAndOfChunking) {
+  MlmOptions o;
+  o.seq_len = 16;
+  const MlmData a = MlmData::synthetic(1, kTokens, o), b = MlmData::synthetic(99, kTokens, o);
+  const HostBatch ea = a.eval_batch(0, 12);
+  EXPECT_TRUE(same(ea, b.eval_batch(0, 12)));
+  const HostBatch tail = a.eval_batch(5, 7);
+  EXPECT_TRUE(std::equal(tail.ids.begin(), tail.ids.end(), ea.ids.begin() + 5 * 16));
+  EXPECT_TRUE(std::equal(tail.y.begin(), tail.y.end(), ea.y.begin() + 5 * 16));
+  // And it is not the training stream.
+  EXPECT_FALSE(same(ea, a.train_batch(0, 12)));
+  EXPECT_FALSE(same(ea, a.train_batch(1, 12)));
+}
+
+// Checks the layout of every row; returns {real content tokens, selected,
+// [MASK]ed, unchanged, short rows}.
+struct Counts {
+  int64_t content = 0, selected = 0, masked = 0, unchanged = 0, random = 0, short_rows = 0;
+};
+
+Counts check_rows(const HostBatch& b, int vocab) {
+  Counts c;
+  const int T = b.row_width;
+  for (int64_t r = 0; r < b.size; ++r) {
+    const int32_t* ids = &b.ids[static_cast<size_t>(r * T)];
+    const int32_t* mask = &b.mask[static_cast<size_t>(r * T)];
+    const int32_t* y = &b.y[static_cast<size_t>(r * T)];
+    EXPECT_EQ(ids[0], MlmData::kCls);
+    int sep = -1;
+    for (int t = 1; t < T && sep < 0; ++t)
+      if (ids[t] == MlmData::kSep) sep = t;
+    EXPECT_GT(sep, 1) << "row " << r << ": [SEP] after at least one token";
+    if (sep < 0) continue;
+    if (sep < T - 1) ++c.short_rows;
+    for (int t = 0; t < T; ++t) {
+      EXPECT_EQ(mask[t], t <= sep ? 1 : 0) << "row " << r << " position " << t;
+      if (t > sep) {
+        EXPECT_EQ(ids[t], MlmData::kPad);
+      }
+      if (t == 0 || t >= sep) {
+        EXPECT_LT(y[t], 0) << "a special or padding position is never a target";
+        continue;
+      }
+      ++c.content;
+      EXPECT_TRUE(ids[t] == MlmData::kMask || (ids[t] >= MlmData::kSpecials && ids[t] < vocab));
+      if (y[t] < 0) {
+        EXPECT_NE(ids[t], MlmData::kMask) << "an unselected token is never [MASK]";
+        continue;
+      }
+      EXPECT_GE(y[t], MlmData::kSpecials);
+      EXPECT_LT(y[t], vocab);
+      ++c.selected;
+      if (ids[t] == MlmData::kMask) ++c.masked;
+      else if (ids[t] == y[t]) ++c.unchanged;
+      else ++c.random;
+    }
+  }
+  return c;
+}
+
+// |observed - n p| within 5 standard deviations of a binomial(n, p) (false
+// failure rate ~6e-7 per check).
+void expect_binomial(int64_t observed, int64_t n, double p, const char* what) {
+  const double mean = double(n) * p, sd = std::sqrt(double(n) * p * (1 - p));
+  EXPECT_NEAR(double(observed), mean, 5 * sd) << what << ": " << observed << " of " << n << ", expected p = " << p;
+}
+
+TEST(MlmData, MasksFifteenPercentOfRealTokensEightyTenTen) {
+  MlmOptions o;
+  o.seq_len = 64;
+  const MlmData d = MlmData::synthetic(3, kTokens, o);
+  Counts c;
+  int64_t rows = 0;
+  for (int step = 1; step <= 16; ++step) {
+    const Counts s = check_rows(d.train_batch(step, 64), d.vocab_size());
+    c.content += s.content, c.selected += s.selected, c.masked += s.masked;
+    c.unchanged += s.unchanged, c.random += s.random, c.short_rows += s.short_rows;
+    rows += 64;
+  }
+  ASSERT_GT(c.content, 50000);
+  expect_binomial(c.selected, c.content, 0.15, "selected");
+  expect_binomial(c.masked, c.selected, 0.8, "[MASK]");
+  // A "random" replacement equal to the original counts as unchanged: p = 0.1 + 0.1 / tokens.
+  const double p_same = 0.1 + 0.1 / kTokens;
+  expect_binomial(c.unchanged, c.selected, p_same, "unchanged");
+  expect_binomial(c.random, c.selected, 0.1 - 0.1 / kTokens, "random");
+  expect_binomial(c.short_rows, rows, 0.1, "short (padded) rows");
+  // The same rules on the held-out set.
+  const Counts e = check_rows(d.eval_batch(0, 256), d.vocab_size());
+  expect_binomial(e.selected, e.content, 0.15, "eval selected");
+}
+
+TEST(MlmData, SyntheticCorpusHasLearnableStructure) {
+  // The empirical conditional entropy of a token given its predecessor is far
+  // below both ln(tokens) (chance) and the unigram entropy: a masked token is
+  // predictable from its context.
+  MlmOptions o;
+  o.seq_len = 128;
+  o.mask_prob = 1.0;  // y holds every original token
+  const MlmData d = MlmData::synthetic(5, kTokens, o);
+  const HostBatch b = d.train_batch(1, 400);
+  std::map<int, std::map<int, int>> bigram;
+  std::map<int, int> unigram;
+  int64_t n = 0;
+  for (int64_t r = 0; r < b.size; ++r)
+    for (int t = 1; t + 1 < b.row_width; ++t) {
+      const int32_t prev = b.y[static_cast<size_t>(r * b.row_width + t)];
+      const int32_t next = b.y[static_cast<size_t>(r * b.row_width + t + 1)];
+      if (prev < 0) continue;
+      ++unigram[prev], ++n;
+      if (next >= 0) ++bigram[prev][next];
+    }
+  double h_uni = 0.0, h_cond = 0.0;
+  int64_t pairs = 0;
+  for (const auto& [tok, cnt] : unigram) h_uni -= double(cnt) / double(n) * std::log(double(cnt) / double(n));
+  for (const auto& [prev, nexts] : bigram) {
+    int64_t tot = 0;
+    for (const auto& [nx, cnt] : nexts) tot += cnt;
+    for (const auto& [nx, cnt] : nexts) h_cond -= double(cnt) * std::log(double(cnt) / double(tot));
+    pairs += tot;
+  }
+  h_cond /= double(pairs);
+  EXPECT_LT(h_uni, 0.9 * std::log(double(kTokens)));  // Zipfian, not uniform
+  EXPECT_LT(h_cond, 0.4 * std::log(double(kTokens)));
+  EXPECT_LT(h_cond, 0.5 * h_uni);
+}
+
+std::string write_temp_text(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+TEST(MlmData, TextIsByteLevelWithAHeldOutTail) {
+  // Random letters: every 16-byte window is unique (with overwhelming
+  // probability), so a sequence's position in the file can be found.
+  std::string text;
+  Rng rng(42);
+  while (text.size() < 20000) text += static_cast<char>(rng.below(6) == 0 ? ' ' : 'a' + static_cast<int>(rng.below(26)));
+  const std::string path = write_temp_text("mlm_text.txt", text);
+  MlmOptions o;
+  o.seq_len = 48;
+  const MlmData d = MlmData::from_text(path, 11, o);
+  EXPECT_EQ(d.vocab_size(), 260);
+  const size_t eval_start = text.size() - text.size() / 10;
+  auto content_of = [&](const HostBatch& b, int64_t r) {
+    std::string s;
+    for (int t = 1; t < b.row_width; ++t) {
+      const size_t i = static_cast<size_t>(r * b.row_width + t);
+      if (b.ids[i] == MlmData::kSep) break;
+      const int32_t id = b.y[i] >= 0 ? b.y[i] : b.ids[i];  // the original token
+      EXPECT_GE(id, MlmData::kSpecials);
+      EXPECT_LT(id, 260);
+      s += static_cast<char>(id - MlmData::kSpecials);
+    }
+    return s;
+  };
+  const HostBatch tr = d.train_batch(2, 32), ev = d.eval_batch(0, 32);
+  check_rows(tr, 260);
+  check_rows(ev, 260);
+  for (int64_t r = 0; r < 32; ++r) {
+    const std::string s = content_of(tr, r);
+    const size_t at = text.find(s);
+    ASSERT_NE(at, std::string::npos) << "training sequence " << r << " is not a substring of the file";
+    if (s.size() >= 16) {
+      EXPECT_LE(at + s.size(), eval_start) << "training sequences come from the first 90%";
+    }
+    const std::string e = content_of(ev, r);
+    const size_t eat = text.rfind(e);
+    ASSERT_NE(eat, std::string::npos);
+    if (e.size() >= 16) {
+      EXPECT_GE(eat, eval_start) << "eval sequences come from the held-out tail";
+    }
+  }
+  EXPECT_TRUE(same(ev, MlmData::from_text(path, 12, o).eval_batch(0, 32)));
+  std::remove(path.c_str());
+}
+
+TEST(MlmData, TextErrorsAreClear) {
+  EXPECT_THROW(MlmData::from_text("/nonexistent/file.txt", 1), std::runtime_error);
+  const std::string path = write_temp_text("mlm_short.txt", "too short");
+  MlmOptions o;
+  o.seq_len = 64;
+  EXPECT_THROW(MlmData::from_text(path, 1, o), std::runtime_error);
+  std::remove(path.c_str());
+  o.seq_len = 2;
+  EXPECT_THROW(MlmData::synthetic(1, kTokens, o), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace mpb
