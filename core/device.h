@@ -236,8 +236,12 @@ class Device {
   // and clipping folded in). fused: one pass per element over (param, grad, m, v); unfused: one
   // pass per update equation, as a framework without a fused optimizer runs.
   // Both give bit-identical results (same per-element arithmetic).
+  // param_copy (optional, may be empty): a copy of the parameters in another
+  // dtype (the compute copy, or O2's half model weights) that the fused
+  // update also writes in the same pass, as a fused mixed-precision optimizer
+  // does; empty: the caller refreshes copies itself.
   virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                          const AdamWHyper& h, float grad_scale, bool fused) = 0;
+                          const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy) = 0;
   virtual void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
                         float grad_scale) = 0;
 

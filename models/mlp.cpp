@@ -82,6 +82,11 @@ class Mlp final : public Model {
   int64_t micro_batch() const override { return B_; }
   Tensor input() override { return x_c_.tensor(); }
   Tensor logits() const override { return logits_; }
+  Tensor weight_copy() override {
+    if (!compute_w_.empty()) return compute_w_.tensor();                        // autocast
+    if (!master_.empty() && !half_params_.empty()) return half_params_.tensor();  // apex O2
+    return Tensor{};
+  }
   void set_probe(ProbeFn probe) override { probe_ = std::move(probe); }
 
   void load_compute_weights() override {

@@ -42,6 +42,10 @@ class Model {
   // Refreshes the weights the forward pass reads (half parameters, the
   // compute-dtype copy) from the updated ones; call after every update.
   virtual void load_compute_weights() = 0;
+  // The one copy of the parameters in another dtype that load_compute_weights
+  // refreshes (autocast's compute copy, or O2's half model weights), for a
+  // fused optimizer to write in its own pass; empty when there is none.
+  virtual Tensor weight_copy() { return Tensor{}; }
   virtual int64_t micro_batch() const = 0;
   // The device buffer the trainer uploads inputs into: [micro_batch, in] in
   // the compute dtype (the data loader converts on the host, so no fp32 copy

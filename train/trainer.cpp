@@ -121,22 +121,26 @@ void Trainer::step(int step) {
     const float grad_scale = float(clip / S);  // unscale (fp32) and clip in one factor
     const OptimizerConfig& o = cfg_.optimizer;
     ++applied_;
+    bool copies_written = false;
     if (o.kind == "sgd") {
       dev_.sgd_step(model_.params(), model_.grads(), m_, SgdHyper{float(o.lr), float(o.momentum), float(o.weight_decay)},
                     grad_scale);
     } else {
       const AdamWHyper h{float(o.lr), float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), applied_};
-      if (cfg_.fusion == "on") {  // fused: one pass over every parameter
-        dev_.adamw_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, true);
+      if (cfg_.fusion == "on") {  // fused: one pass over every parameter, writing the compute copy too
+        const Tensor copy = model_.weight_copy();
+        dev_.adamw_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, true, copy);
+        copies_written = !copy.empty();
       } else {  // per parameter tensor, as a framework's per-tensor loop does
         for (const ParamInfo& p : model_.param_info()) {
           const int64_t n = p.shape.numel();
           dev_.adamw_step(model_.params().flat_slice(p.offset, n), model_.grads().flat_slice(p.offset, n),
-                          m_.tensor().flat_slice(p.offset, n), v_.tensor().flat_slice(p.offset, n), h, grad_scale, false);
+                          m_.tensor().flat_slice(p.offset, n), v_.tensor().flat_slice(p.offset, n), h, grad_scale,
+                          false, Tensor{});
         }
       }
     }
-    model_.load_compute_weights();
+    if (!copies_written) model_.load_compute_weights();
   }
   timer_->stop();
 

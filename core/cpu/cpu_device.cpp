@@ -140,8 +140,8 @@ class CpuDevice final : public Device {
     cpu::dropout(out, in, p, seed);
   }
   void adamw_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamWHyper& h,
-                  float gs, bool fused) override {
-    cpu::adamw_step(p, g, m, v, h, gs, fused);
+                  float gs, bool fused, const Tensor& copy) override {
+    cpu::adamw_step(p, g, m, v, h, gs, fused, copy);
   }
   void sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdHyper& h, float gs) override {
     cpu::sgd_step(p, g, buf, h, gs);

@@ -84,7 +84,7 @@ class CudaDevice final : public Device {
 
   // ops/cuda/optimizer.cu
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWHyper& h,
-                  float grad_scale, bool fused) override;
+                  float grad_scale, bool fused, const Tensor& param_copy) override;
   void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
                 float grad_scale) override;
 

@@ -26,7 +26,7 @@ TensorStats stats(const Tensor& t);
 ExponentHistogram exponent_histogram(const Tensor& t, int lo, int nbins);
 
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWHyper& h,
-                float grad_scale, bool fused);
+                float grad_scale, bool fused, const Tensor& param_copy);
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
               float grad_scale);
 

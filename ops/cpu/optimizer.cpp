@@ -15,9 +15,10 @@ void check_state(const char* op, const Tensor& p, const Tensor& g, const Tensor&
 }  // namespace
 
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWHyper& h,
-                float grad_scale, bool fused) {
+                float grad_scale, bool fused, const Tensor& param_copy) {
   check_state("adamw_step", param, grad, m);
   check_state("adamw_step", param, grad, v);
+  require(param_copy.empty() || param_copy.numel() == param.numel(), "adamw_step", "param_copy must match param");
   const scalar::AdamWStep s = scalar::make_adamw_step(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
   float* mm = static_cast<float*>(m.data);
   float* vv = static_cast<float*>(v.data);
@@ -28,6 +29,21 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
     void* p = param.data;
     const void* g = grad.data;
     if (fused) {
+      if (!param_copy.empty()) {  // one pass: moments, weights, and their copy
+        dispatch_float(param_copy.dtype, [&](auto C) {
+          using EC = Elem<decltype(C)::value>;
+          void* c = param_copy.data;
+#pragma omp parallel for simd
+          for (int64_t i = 0; i < n; ++i) {
+            scalar::adamw_moments(EG::load(g, i) * grad_scale, mm[i], vv[i], s);
+            float w = EP::load(p, i);
+            scalar::adamw_param(w, mm[i], vv[i], s);
+            EP::store(p, i, w);
+            EC::store(c, i, EP::load(p, i));  // the copy of the stored (rounded) weight
+          }
+        });
+        return;
+      }
 #pragma omp parallel for simd
       for (int64_t i = 0; i < n; ++i) {
         scalar::adamw_moments(EG::load(g, i) * grad_scale, mm[i], vv[i], s);
@@ -48,6 +64,7 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
       EP::store(p, i, w);
     }
   });
+  if (!fused && !param_copy.empty()) cast(param_copy, param);  // a separate sweep, as unfused code does
 }
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,

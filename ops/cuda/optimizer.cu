@@ -87,7 +87,7 @@ void check_state(const char* op, const Tensor& p, const Tensor& g, const Tensor&
 }  // namespace
 
 void CudaDevice::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                            const AdamWHyper& h, float grad_scale, bool fused) {
+                            const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy) {
   check_state("adamw_step", param, grad, m);
   check_state("adamw_step", param, grad, v);
   require(h.step >= 1, "adamw_step", "step is 1-based");
@@ -115,6 +115,12 @@ void CudaDevice::adamw_step(const Tensor& param, const Tensor& grad, const Tenso
     adamw_param_kernel<kP><<<grid, kThreads, 0, stream()>>>(p, mm, vv, n, s);
     MPB_CHECK_LAUNCH("adamw_param_kernel");
   });
+  // The copy in the parameters' new values. (On the CPU the fused update
+  // writes it in the same pass; here it is still a second kernel.)
+  if (!param_copy.empty()) {
+    require(param_copy.numel() == n, "adamw_step", "param_copy must match param");
+    cast(param_copy, param);
+  }
 }
 
 void CudaDevice::sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,

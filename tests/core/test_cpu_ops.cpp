@@ -606,8 +606,8 @@ TEST(CpuOps, AdamWMatchesPyTorchAndFusedEqualsUnfused) {
     for (float& x : g) x *= 4.0f;  // "scaled" gradients; true gradient = g * grad_scale
     DeviceBuffer gb = testref::upload(*dev, g, Shape{n}, DType::F32, MemCategory::Grads);
     const AdamWHyper h{1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, step};
-    dev->adamw_step(p[0], gb, m[0], v[0], h, grad_scale, /*fused=*/false);
-    dev->adamw_step(p[1], gb, m[1], v[1], h, grad_scale, /*fused=*/true);
+    dev->adamw_step(p[0], gb, m[0], v[0], h, grad_scale, /*fused=*/false, Tensor{});
+    dev->adamw_step(p[1], gb, m[1], v[1], h, grad_scale, /*fused=*/true, Tensor{});
     for (size_t i = 0; i < ref.size(); ++i)
       adamw_ref_step(ref[i], static_cast<double>(g[i]) * grad_scale, h);
   }
@@ -632,8 +632,8 @@ TEST(CpuOps, AdamWMatchesPyTorchAndFusedEqualsUnfused) {
   DeviceBuffer g = dev->alloc(Shape{n}, DType::F32, MemCategory::Grads);
   DeviceBuffer m16 = dev->alloc(Shape{n}, DType::BF16, MemCategory::Optimizer);
   DeviceBuffer g_short = dev->alloc(Shape{n - 1}, DType::F32, MemCategory::Grads);
-  EXPECT_THROW(dev->adamw_step(p[0], g, m16, v[0], h1, 1.0f, true), std::invalid_argument);
-  EXPECT_THROW(dev->adamw_step(p[0], g_short, m[0], v[0], h1, 1.0f, false), std::invalid_argument);
+  EXPECT_THROW(dev->adamw_step(p[0], g, m16, v[0], h1, 1.0f, true, Tensor{}), std::invalid_argument);
+  EXPECT_THROW(dev->adamw_step(p[0], g_short, m[0], v[0], h1, 1.0f, false, Tensor{}), std::invalid_argument);
 }
 
 // torch.optim.SGD(lr, momentum, weight_decay, dampening=0, nesterov=False):

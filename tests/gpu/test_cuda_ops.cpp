@@ -598,9 +598,9 @@ TEST_F(CudaOps, AdamW) {
         AdamWHyper h = base;
         h.step = step;
         Pair g = both(grads[static_cast<size_t>(step - 1)]);
-        cpu_->adamw_step(p.cpu, g.cpu, m.cpu, v.cpu, h, grad_scale, true);
-        gpu_->adamw_step(p.gpu, g.gpu, m.gpu, v.gpu, h, grad_scale, true);
-        gpu_->adamw_step(pu, g.gpu, mu, vu, h, grad_scale, false);
+        cpu_->adamw_step(p.cpu, g.cpu, m.cpu, v.cpu, h, grad_scale, true, Tensor{});
+        gpu_->adamw_step(p.gpu, g.gpu, m.gpu, v.gpu, h, grad_scale, true, Tensor{});
+        gpu_->adamw_step(pu, g.gpu, mu, vu, h, grad_scale, false, Tensor{});
       }
       // Fused and unfused: the same scalar expressions (and the same
       // rounding of a 16-bit parameter), bit for bit.
@@ -635,9 +635,9 @@ TEST_F(CudaOps, AdamW) {
   Pair v = both(zeros(DType::F32, Shape{8})), g = both(random(DType::BF16, Shape{8}));
   Pair bad_state = both(zeros(DType::F16, Shape{8}));
   DeviceBuffer int_grad = put(*gpu_, zeros(DType::I32, Shape{8}));
-  EXPECT_THROW(gpu_->adamw_step(p.gpu, g.gpu, bad_state.gpu, v.gpu, base, 1.0f, true), std::invalid_argument);
-  EXPECT_THROW(gpu_->adamw_step(p.gpu, int_grad, m.gpu, v.gpu, base, 1.0f, false), std::invalid_argument);
-  gpu_->adamw_step(p.gpu, g.gpu, m.gpu, v.gpu, base, 1.0f, true);
+  EXPECT_THROW(gpu_->adamw_step(p.gpu, g.gpu, bad_state.gpu, v.gpu, base, 1.0f, true, Tensor{}), std::invalid_argument);
+  EXPECT_THROW(gpu_->adamw_step(p.gpu, int_grad, m.gpu, v.gpu, base, 1.0f, false, Tensor{}), std::invalid_argument);
+  gpu_->adamw_step(p.gpu, g.gpu, m.gpu, v.gpu, base, 1.0f, true, Tensor{});
   gpu_->synchronize();
 }
 
