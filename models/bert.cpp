@@ -162,6 +162,12 @@ class Bert final : public Model {
   Tensor logits() const override { return last_logits_; }  // [rows * T, V]
   void set_probe(ProbeFn probe) override { probe_ = std::move(probe); }
 
+  Tensor weight_copy() override {  // as in models/mlp.cpp
+    if (!compute_w_.empty()) return compute_w_.tensor();                        // autocast
+    if (!master_.empty() && !half_params_.empty()) return half_params_.tensor();  // apex O2
+    return Tensor{};
+  }
+
   void load_compute_weights() override {
     if (!master_.empty() && !half_params_.empty()) dev_.cast(half_params_.tensor(), master_.tensor());
     const Tensor model_params = half_params_.empty() ? master_.tensor() : half_params_.tensor();

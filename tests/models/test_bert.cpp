@@ -390,6 +390,35 @@ TEST(BertGradients, ProbesSeeActivationsAndGradientsInTheComputeDtype) {
   EXPECT_EQ(acts + grads, before);
 }
 
+TEST(BertGradients, AShortMicroBatchUsesTheFirstRowsOfTheBuffers) {
+  // The last evaluation chunk (or any micro-batch) may be shorter than the
+  // buffers: a 2-sequence model run on its first row equals a 1-sequence model.
+  for (bool pre_ln : {false, true}) {
+    const Problem p = tiny_problem(pre_ln, true);
+    auto dev = make_cpu_device();
+    auto two = make_bert(*dev, p.cfg, PrecisionPolicy{}, 2, 5);
+    auto one = make_bert(*dev, p.cfg, PrecisionPolicy{}, 1, 5);
+    DeviceBuffer y = dev->alloc(Shape{p.cfg.seq_len}, DType::I32, MemCategory::Activations);
+    dev->upload(y, p.y.data());
+    double loss[2];
+    std::vector<float> g[2];
+    int i = 0;
+    for (Model* m : {two.get(), one.get()}) {
+      dev->upload(m->input().row_slice(0, 1), p.ids.data());
+      dev->upload(m->input_mask().row_slice(0, 1), p.mask.data());
+      loss[i] = m->train_micro(m->input().row_slice(0, 1), y, 1.0f, GradMode::Overwrite);
+      g[i].resize(static_cast<size_t>(m->grads().numel()));
+      dev->download(g[i].data(), m->grads());
+      const EvalSums e = m->eval_micro(m->input().row_slice(0, 1), y);
+      EXPECT_NEAR(e.loss_sum, loss[i], 1e-6 * loss[i]);
+      EXPECT_EQ(e.count, 3);
+      ++i;
+    }
+    EXPECT_NEAR(loss[0], loss[1], 1e-6 * loss[1]);
+    for (size_t k = 0; k < g[0].size(); ++k) ASSERT_NEAR(g[0][k], g[1][k], 1e-5 * std::abs(g[1][k]) + 1e-7) << k;
+  }
+}
+
 TEST(BertGradients, AccumulateAddsASecondMicroBatch) {
   // Two identical micro-batches accumulated = twice one (every gradient,
   // including the tied embedding's two contributions and the unused segment row).
@@ -594,6 +623,43 @@ RunRecord train_tiny(const std::string& precision) {
   auto dev = make_cpu_device();
   auto model = make_bert(*dev, c, resolve_policy(precision), cell.batch_size, cell.seed);
   return train(*dev, *model, data, cell);
+}
+
+TEST(BertTraining, FusedOptimizerCopyEqualsReloadingTheComputeWeights) {
+  // The fused AdamW writes the model's weight copy (autocast's bf16 copy,
+  // O2's half weights) in its own pass; the result must be what
+  // load_compute_weights() produces from the updated parameters.
+  for (const char* precision : {"amp_bf16", "O2"}) {
+    MlmOptions o;
+    o.seq_len = 16;
+    const MlmData data = MlmData::synthetic(1, 60, o);
+    BertConfig c;
+    c.layers = 1;
+    c.hidden = 32;
+    c.heads = 2;
+    c.vocab = data.vocab_size();
+    c.seq_len = 16;
+    c.fused = true;
+    CellConfig cell;
+    cell.steps = 3;
+    cell.batch_size = 4;
+    cell.precision = precision;
+    cell.fusion = "on";
+    cell.numerics_every = 0;
+    cell.data.eval_samples = 4;
+    cell.loss_scale.mode = std::string(precision) == "O2" ? "dynamic" : "none";
+    auto dev = make_cpu_device();
+    auto model = make_bert(*dev, c, resolve_policy(precision), cell.batch_size, cell.seed);
+    const Tensor copy = model->weight_copy();
+    ASSERT_FALSE(copy.empty()) << precision;
+    ASSERT_NE(copy.dtype, DType::F32);
+    train(*dev, *model, data, cell);
+    std::vector<uint16_t> fused(static_cast<size_t>(copy.numel())), reloaded(fused.size());
+    dev->download(fused.data(), copy);
+    model->load_compute_weights();
+    dev->download(reloaded.data(), copy);
+    EXPECT_EQ(fused, reloaded) << precision;
+  }
 }
 
 TEST(BertTraining, MlmLossFallsWellBelowChanceInFp32AndBf16) {
