@@ -3,14 +3,53 @@
 #include <stdexcept>
 
 #include "core/precision.h"
+#include "models/bert.h"
+#include "models/mlm_data.h"
 #include "models/mlp.h"
 #include "models/teacher_data.h"
 
 namespace mpb {
 
+namespace {
+
+// The vocabulary the data source produces (the model's embedding rows).
+int token_vocab(const CellConfig& cfg) {
+  if (cfg.data.kind == "text") return 256 + MlmData::kSpecials;  // byte-level
+  return cfg.data.vocab;  // markov: data.vocab includes the 4 special tokens
+}
+
+MlmOptions mlm_options(const CellConfig& cfg) {
+  MlmOptions o;
+  o.seq_len = cfg.model.seq_len;
+  return o;
+}
+
+BertConfig bert_config(const CellConfig& cfg) {
+  BertConfig c = bert_preset(cfg.model.size);
+  if (cfg.model.layers > 0) c.layers = cfg.model.layers;
+  if (cfg.model.hidden > 0) c.hidden = cfg.model.hidden;
+  if (cfg.model.heads > 0) c.heads = cfg.model.heads;
+  c.ffn = cfg.model.ffn;  // 0: 4 x hidden, also after hidden is overridden
+  c.vocab = token_vocab(cfg);
+  c.seq_len = cfg.model.seq_len;
+  c.pre_ln = cfg.model.pre_ln == "on";
+  c.dropout = float(cfg.model.dropout);
+  c.pad_vocab = cfg.model.pad_vocab == "on";
+  c.ln_eps = float(cfg.model.ln_eps);
+  c.fused = cfg.fusion == "on";
+  c.checkpointing = cfg.checkpointing;
+  c.checkpoint_k = cfg.checkpoint_k;
+  validate_bert(c);
+  return c;
+}
+
+}  // namespace
+
 std::unique_ptr<Model> build_model(Device& dev, const CellConfig& cfg, uint64_t seed) {
   const int64_t micro = cfg.batch_size / cfg.accumulation;
   if (cfg.model.kind == "mlp") {
+    if (cfg.checkpointing != "off")
+      throw std::invalid_argument("checkpointing '" + cfg.checkpointing + "' is implemented for BERT, not the MLP");
     MlpConfig m;
     m.input_dim = cfg.data.input_dim;
     m.width = cfg.model.width;
@@ -21,13 +60,22 @@ std::unique_ptr<Model> build_model(Device& dev, const CellConfig& cfg, uint64_t 
     m.fused = cfg.fusion == "on";
     return make_mlp(dev, m, resolve_policy(cfg.precision), micro, seed);
   }
+  if (cfg.model.kind == "bert") return make_bert(dev, bert_config(cfg), resolve_policy(cfg.precision), micro, seed);
   throw std::invalid_argument("model.kind '" + cfg.model.kind + "' has no builder");
 }
 
 std::unique_ptr<Dataset> build_dataset(const CellConfig& cfg, uint64_t seed) {
   if (cfg.data.kind == "teacher")
     return std::make_unique<TeacherData>(seed, cfg.data.input_dim, cfg.data.classes, cfg.data.teacher_hidden);
+  if (cfg.data.kind == "markov")
+    return std::make_unique<MlmData>(MlmData::synthetic(seed, cfg.data.vocab - MlmData::kSpecials, mlm_options(cfg)));
+  if (cfg.data.kind == "text") return std::make_unique<MlmData>(MlmData::from_text(cfg.data.path, seed, mlm_options(cfg)));
   throw std::invalid_argument("data.kind '" + cfg.data.kind + "' has no builder");
+}
+
+std::vector<std::string> cell_warnings(const CellConfig& cfg) {
+  if (cfg.model.kind != "bert") return {};
+  return bert_warnings(bert_config(cfg), cfg.batch_size / cfg.accumulation);
 }
 
 }  // namespace mpb

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "models/dataset.h"
@@ -17,5 +19,8 @@ namespace mpb {
 std::unique_ptr<Model> build_model(Device& dev, const CellConfig& cfg, uint64_t seed);
 // `seed` draws the training batches; the held-out set never depends on it.
 std::unique_ptr<Dataset> build_dataset(const CellConfig& cfg, uint64_t seed);
+// Things worth telling the user about a cell before it runs (for BERT: GEMM
+// dimensions that are not multiples of 8, and similar).
+std::vector<std::string> cell_warnings(const CellConfig& cfg);
 
 }  // namespace mpb

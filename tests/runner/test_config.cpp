@@ -540,15 +540,15 @@ TEST(Unsupported, Table) {
   for (const char* mode : {"none", "static", "dynamic"}) {
     EXPECT_EQ(unsupported_reason("loss_scale.mode", mode), std::nullopt) << mode;
   }
-  EXPECT_EQ(unsupported_reason("checkpointing", "off"), std::nullopt);
-  EXPECT_EQ(unsupported_reason("checkpointing", "sqrt"),
-            "checkpointing 'sqrt' is not supported yet (activation checkpointing lands with the "
-            "checkpointing issue)");
+  for (const char* mode : {"off", "every_layer", "every_k", "sqrt"}) {
+    EXPECT_EQ(unsupported_reason("checkpointing", mode), std::nullopt) << mode;
+  }
   EXPECT_EQ(unsupported_reason("model.kind", "mlp"), std::nullopt);
-  EXPECT_TRUE(unsupported_reason("model.kind", "bert"));
+  EXPECT_EQ(unsupported_reason("model.kind", "bert"), std::nullopt);
   EXPECT_EQ(unsupported_reason("optimizer.kind", "adamw"), std::nullopt);
   EXPECT_EQ(unsupported_reason("optimizer.kind", "sgd"), std::nullopt);
-  EXPECT_TRUE(unsupported_reason("optimizer.kind", "lamb"));
+  EXPECT_EQ(unsupported_reason("optimizer.kind", "lamb"),
+            "optimizer.kind 'lamb' is not supported yet (LAMB is planned; adamw and sgd are implemented)");
   // Supported: fusion both ways, any accumulation, fault injection, numerics sampling.
   EXPECT_EQ(unsupported_reason("fusion", "on"), std::nullopt);
   EXPECT_EQ(unsupported_reason("accumulation", "8"), std::nullopt);
@@ -557,14 +557,12 @@ TEST(Unsupported, Table) {
 }
 
 TEST(Unsupported, RejectedWhereWritten) {
-  const ConfigError e = error_of("name: x\ncheckpointing: sqrt\n");
+  const ConfigError e = error_of("name: x\noptimizer:\n  kind: lamb\n");
   EXPECT_STREQ(e.what(),
-               "experiments/x.yaml:2:16: key 'checkpointing': checkpointing 'sqrt' is not "
-               "supported yet (activation checkpointing lands with the checkpointing issue)");
-  expect_error("name: x\nmodel:\n  kind: bert\n", 3, 9, "model.kind",
-               "model.kind 'bert' is not supported yet");
-  expect_error("name: x\ninclude:\n  - {checkpointing: every_layer}\n", 3, 21,
-               "include[0].checkpointing", "checkpointing 'every_layer' is not supported yet");
+               "experiments/x.yaml:3:9: key 'optimizer.kind': optimizer.kind 'lamb' is not "
+               "supported yet (LAMB is planned; adamw and sgd are implemented)");
+  expect_error("name: x\ninclude:\n  - {optimizer.kind: lamb}\n", 3, 22,
+               "include[0].optimizer.kind", "optimizer.kind 'lamb' is not supported yet");
 }
 
 TEST(Unsupported, SupportedValuesLoad) {
@@ -590,17 +588,16 @@ TEST(Unsupported, EveryLossScaleModeLoads) {
 
 TEST(Unsupported, OptionTurnsTheTableOff) {
   const ExperimentConfig e =
-      load("name: x\ncheckpointing: sqrt\nmodel: {kind: bert}\ndata: {kind: markov}\n", allow_unsupported());
-  EXPECT_EQ(e.base.checkpointing, "sqrt");
-  EXPECT_EQ(e.base.model.kind, "bert");
+      load("name: x\noptimizer: {kind: lamb}\n", allow_unsupported());
+  EXPECT_EQ(e.base.optimizer.kind, "lamb");
 }
 
 TEST(Unsupported, BaseValueEveryCellOverridesIsNotRun) {
   // Only values that a cell runs are checked.
   const ExperimentConfig e =
-      load("name: x\ncheckpointing: sqrt\nmatrix:\n  checkpointing: [off]\n");
+      load("name: x\noptimizer: {kind: lamb}\nmatrix:\n  optimizer.kind: [adamw]\n");
   ASSERT_EQ(e.cells.size(), 1u);
-  EXPECT_EQ(e.cells[0].config.checkpointing, "off");
+  EXPECT_EQ(e.cells[0].config.optimizer.kind, "adamw");
 }
 
 // ---- loss_scale values ---------------------------------------------------------------
@@ -825,6 +822,26 @@ TEST(ModelData, EachModelNeedsItsKindOfData) {
   EXPECT_EQ(ok.base.model.size, "mini");
   EXPECT_EQ(ok.base.model.pre_ln, "on");
   EXPECT_EQ(ok.base.data.path, "a.txt");
+}
+
+}  // namespace
+}  // namespace mpb
+
+namespace mpb {
+namespace {
+
+TEST(ModelData, CheckpointingIsForBert) {
+  try {
+    load_experiment_from_string("name: x\ncheckpointing: sqrt\n", "x.yaml");
+    ADD_FAILURE() << "MLP checkpointing accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "checkpointing");
+    EXPECT_NE(std::string(e.what()).find("implemented for model.kind bert"), std::string::npos) << e.what();
+  }
+  const ExperimentConfig ok = load_experiment_from_string(
+      "name: x\nmodel: {kind: bert}\ndata: {kind: markov}\nmatrix:\n  checkpointing: [off, every_layer, sqrt]\n",
+      "x.yaml");
+  EXPECT_EQ(ok.cells.size(), 3u);
 }
 
 }  // namespace

@@ -321,8 +321,8 @@ TEST(CellChecks, WarmupBelowStepsNamesTheCell) {
 }
 
 TEST(CellChecks, UnsupportedValueNamesItsPosition) {
-  expect_error("name: m\nmatrix:\n  fusion: [off, on]\n  checkpointing: [off, sqrt]\n", 4, 24,
-               "matrix.checkpointing[1]", "checkpointing 'sqrt' is not supported yet");
+  expect_error("name: m\nmatrix:\n  fusion: [off, on]\n  optimizer.kind: [adamw, lamb]\n", 4, 27,
+               "matrix.optimizer.kind[1]", "optimizer.kind 'lamb' is not supported yet");
 }
 
 // ---- Baseline ----------------------------------------------------------------------
