@@ -14,9 +14,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ops/approx_math.h"
 #include "ops/scalar.h"
 
 namespace mpb::scalar {
+
+// exp(x - row_max) for the row sums and probabilities: ops/approx_math.h's
+// exp, so the CPU loops vectorise and both backends compute the same values.
+MPB_HD inline float xent_exp(float x, float row_max) { return exp_approx(x - row_max); }
 
 // loss of one row = log(sum_j exp(x_j - max)) - (x_label - max)
 MPB_HD inline float xent_row_loss(float x_label, float row_max, float sum_exp) {

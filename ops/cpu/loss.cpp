@@ -2,13 +2,12 @@
 #include <vector>
 
 #include "ops/cpu/cpu_ops.h"
-#include "ops/dtype_io.h"
+#include "ops/cpu/dispatch.h"
 #include "ops/softmax_xent.h"
 
 namespace mpb::cpu {
 
-using scalar::load_f32;
-using scalar::store_f32;
+using scalar::Elem;
 
 namespace {
 
@@ -17,13 +16,24 @@ void check_xent(const char* op, const Tensor& logits, const Tensor& labels, cons
   require(out.numel() == logits.numel(), op, "output must match logits");
 }
 
-// Row max and sum of exp(x - max), in fp32 as every safe softmax does.
-void row_max_sum(const Tensor& logits, int64_t r, float& row_max, float& sum_exp) {
-  const int64_t C = logits.cols();
-  row_max = -INFINITY;
-  for (int64_t c = 0; c < C; ++c) row_max = std::fmax(row_max, load_f32(logits.data, logits.dtype, r * C + c));
-  sum_exp = 0.0f;
-  for (int64_t c = 0; c < C; ++c) sum_exp += expf(load_f32(logits.data, logits.dtype, r * C + c) - row_max);
+// One row in fp32, as every safe softmax does: e[c] = exp(x[c] - max) and
+// their sum. Branch-free loops over a thread's scratch row, so they vectorise.
+template <typename E>
+void row_exp(const void* logits, int64_t base, int64_t C, float* e, float& row_max, float& sum) {
+  float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+  for (int64_t c = 0; c < C; ++c) {
+    const float x = E::load(logits, base + c);
+    mx = x > mx ? x : mx;
+  }
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t c = 0; c < C; ++c) {
+    e[c] = scalar::xent_exp(E::load(logits, base + c), mx);
+    s += e[c];
+  }
+  row_max = mx;
+  sum = s;
 }
 
 // Rows are reduced independently; their losses are summed in row order on one
@@ -43,15 +53,21 @@ double softmax_xent_forward(const Tensor& probs, const Tensor& logits, const Ten
   const int32_t* y = static_cast<const int32_t*>(labels.data);
   float* p = static_cast<float*>(probs.data);
   std::vector<float> row_loss(static_cast<size_t>(B));
+  dispatch_float(logits.dtype, [&](auto T) {
+    using E = Elem<decltype(T)::value>;
+    const void* x = logits.data;
 #pragma omp parallel for
-  for (int64_t r = 0; r < B; ++r) {
-    float mx, sum;
-    row_max_sum(logits, r, mx, sum);
-    for (int64_t c = 0; c < C; ++c) p[r * C + c] = expf(load_f32(logits.data, logits.dtype, r * C + c) - mx) / sum;
-    row_loss[static_cast<size_t>(r)] =
-        scalar::xent_ignored(y[r]) ? 0.0f
-                                   : scalar::xent_row_loss(load_f32(logits.data, logits.dtype, r * C + y[r]), mx, sum);
-  }
+    for (int64_t r = 0; r < B; ++r) {
+      float mx, sum;
+      float* e = p + r * C;  // the probabilities' own row is the scratch
+      row_exp<E>(x, r * C, C, e, mx, sum);
+      const float inv = 1.0f / sum;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) e[c] = e[c] * inv;
+      row_loss[static_cast<size_t>(r)] =
+          scalar::xent_ignored(y[r]) ? 0.0f : scalar::xent_row_loss(E::load(x, r * C + y[r]), mx, sum);
+    }
+  });
   return sum_in_order(row_loss);
 }
 
@@ -60,13 +76,18 @@ void softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Ten
   const int64_t B = probs.rows(), C = probs.cols();
   const int32_t* y = static_cast<const int32_t*>(labels.data);
   const float* p = static_cast<const float*>(probs.data);
+  dispatch_float(dlogits.dtype, [&](auto T) {
+    using E = Elem<decltype(T)::value>;
+    void* d = dlogits.data;
 #pragma omp parallel for
-  for (int64_t r = 0; r < B; ++r) {
-    const bool ignored = scalar::xent_ignored(y[r]);
-    for (int64_t c = 0; c < C; ++c)
-      store_f32(dlogits.data, dlogits.dtype, r * C + c,
-                ignored ? 0.0f : scalar::xent_grad(p[r * C + c], c == y[r], grad_scale));
-  }
+    for (int64_t r = 0; r < B; ++r) {
+      const bool ignored = scalar::xent_ignored(y[r]);
+      const int64_t label = y[r];
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c)
+        E::store(d, r * C + c, ignored ? 0.0f : scalar::xent_grad(p[r * C + c], c == label, grad_scale));
+    }
+  });
 }
 
 double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const Tensor& labels, float grad_scale) {
@@ -74,22 +95,34 @@ double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const Ten
   const int64_t B = logits.rows(), C = logits.cols();
   const int32_t* y = static_cast<const int32_t*>(labels.data);
   std::vector<float> row_loss(static_cast<size_t>(B));
-#pragma omp parallel for
-  for (int64_t r = 0; r < B; ++r) {
-    if (scalar::xent_ignored(y[r])) {  // not a target: no loss, no gradient
-      row_loss[static_cast<size_t>(r)] = 0.0f;
-      for (int64_t c = 0; c < C; ++c) store_f32(dlogits.data, dlogits.dtype, r * C + c, 0.0f);
-      continue;
+  dispatch_float2(logits.dtype, dlogits.dtype, [&](auto T, auto D) {
+    using E = Elem<decltype(T)::value>;
+    using ED = Elem<decltype(D)::value>;
+    const void* x = logits.data;
+    void* d = dlogits.data;
+#pragma omp parallel
+    {
+      std::vector<float> scratch(static_cast<size_t>(C));
+      float* e = scratch.data();
+#pragma omp for
+      for (int64_t r = 0; r < B; ++r) {
+        if (scalar::xent_ignored(y[r])) {  // not a target: no loss, no gradient
+          row_loss[static_cast<size_t>(r)] = 0.0f;
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) ED::store(d, r * C + c, 0.0f);
+          continue;
+        }
+        float mx, sum;
+        row_exp<E>(x, r * C, C, e, mx, sum);
+        row_loss[static_cast<size_t>(r)] = scalar::xent_row_loss(E::load(x, r * C + y[r]), mx, sum);
+        // The same probability expression as the unfused forward, so fused == unfused bit for bit.
+        const float inv = 1.0f / sum;
+        const int64_t label = y[r];
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) ED::store(d, r * C + c, scalar::xent_grad(e[c] * inv, c == label, grad_scale));
+      }
     }
-    float mx, sum;
-    row_max_sum(logits, r, mx, sum);
-    row_loss[static_cast<size_t>(r)] = scalar::xent_row_loss(load_f32(logits.data, logits.dtype, r * C + y[r]), mx, sum);
-    // Same expression as the unfused forward's probability, so fused == unfused bit for bit.
-    for (int64_t c = 0; c < C; ++c) {
-      float prob = expf(load_f32(logits.data, logits.dtype, r * C + c) - mx) / sum;
-      store_f32(dlogits.data, dlogits.dtype, r * C + c, scalar::xent_grad(prob, c == y[r], grad_scale));
-    }
-  }
+  });
   return sum_in_order(row_loss);
 }
 
@@ -99,17 +132,21 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   const int64_t B = logits.rows(), C = logits.cols();
   const int32_t* y = static_cast<const int32_t*>(labels.data);
   int64_t correct = 0;
+  dispatch_float(logits.dtype, [&](auto T) {
+    using E = Elem<decltype(T)::value>;
+    const void* x = logits.data;
 #pragma omp parallel for reduction(+ : correct)
-  for (int64_t r = 0; r < B; ++r) {
-    if (scalar::xent_ignored(y[r])) continue;  // not a target (see ops/softmax_xent.h)
-    int64_t best = 0;  // ties go to the lowest index, on every backend
-    float best_v = load_f32(logits.data, logits.dtype, r * C);
-    for (int64_t c = 1; c < C; ++c) {
-      float v = load_f32(logits.data, logits.dtype, r * C + c);
-      if (v > best_v) best_v = v, best = c;
+    for (int64_t r = 0; r < B; ++r) {
+      if (scalar::xent_ignored(y[r])) continue;  // not a target (see ops/softmax_xent.h)
+      int64_t best = 0;  // ties go to the lowest index, on every backend
+      float best_v = E::load(x, r * C);
+      for (int64_t c = 1; c < C; ++c) {
+        const float v = E::load(x, r * C + c);
+        if (v > best_v) best_v = v, best = c;
+      }
+      correct += (best == y[r]);
     }
-    correct += (best == y[r]);
-  }
+  });
   return correct;
 }
 
