@@ -55,7 +55,7 @@ namespace mpb::scalar {
 
 // CPU tile sizes (queries x keys). Any value gives the same math up to the
 // order of fp32 sums; T need not be a multiple of them.
-constexpr int kAttnTileQ = 32;
+constexpr int kAttnTileQ = 64;
 constexpr int kAttnTileK = 64;
 
 // Step 1 of the mask rule: the mask constant as the compute dtype holds it.
