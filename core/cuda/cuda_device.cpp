@@ -262,12 +262,21 @@ void CudaDevice::check_flags_and_deferred(const char* op) {
     throw DeviceError(std::string(op) + ": earlier deferred CUDA error: " + e);
   }
   volatile int* flags = flags_host_;
-  if (flags[kFlagBadLabel] != 0) {
-    flags[kFlagBadLabel] = 0;
-    throw DeviceError(std::string(op) +
-                      ": a label outside [0, classes) was found on the device (softmax_xent_* or count_correct "
-                      "since the last synchronising call); their results are invalid");
-  }
+  // Both flags are read (and cleared) before throwing, so one error does not
+  // hide behind the other at the next call.
+  const bool bad_label = flags[kFlagBadLabel] != 0;
+  const bool bad_id = flags[kFlagBadId] != 0;
+  flags[kFlagBadLabel] = 0;
+  flags[kFlagBadId] = 0;
+  std::string msg;
+  if (bad_label)
+    msg += "a label >= the number of classes was found on the device (softmax_xent_* or count_correct since the "
+           "last synchronising call; negative labels are ignored rows, not errors); their results are invalid";
+  if (bad_id)
+    msg += std::string(msg.empty() ? "" : "; ") +
+           "an id outside [0, table rows) was found on the device (embedding_forward/backward since the last "
+           "synchronising call); their results are invalid";
+  if (!msg.empty()) throw DeviceError(std::string(op) + ": " + msg);
 }
 
 unsigned CudaDevice::elementwise_grid(int64_t n) const {

@@ -26,13 +26,16 @@ enum ScratchSlot : int {
   kScratchResult,       // final reduction results copied to the host
   kScratchGemmBias,     // the bias converted to the GEMM output dtype / realigned
   kScratchGemmAux,      // the GELU aux (pre-activation) when pre_act can't take it directly
+  kScratchLayerNorm,    // per-chunk partial dgamma/dbeta of layernorm_backward
+  kScratchAttention,    // D_i = rowsum(dO * O) of attention_backward ([B,H,Tq] fp32)
+  kScratchEmbedding,    // embedding_backward's counting sort (counts, starts, positions)
   kScratchCount
 };
 
 // Errors that kernels detect and can't throw: a kernel sets the flag (a plain
 // store of 1 into mapped pinned host memory) and the next synchronising call
 // raises a DeviceError.
-enum DeviceFlag : int { kFlagBadLabel = 0, kFlagCount = 4 };
+enum DeviceFlag : int { kFlagBadLabel = 0, kFlagBadId = 1, kFlagCount = 4 };
 
 // Threads per block of every kernel in the backend (a multiple of 32).
 constexpr int kThreads = 256;
@@ -81,6 +84,36 @@ class CudaDevice final : public Device {
   // ops/cuda/reduce.cu
   TensorStats stats(const Tensor& t) override;
   ExponentHistogram exponent_histogram(const Tensor& t, int lo, int nbins) override;
+
+  // ops/cuda/transformer.cu (add, LayerNorm, head layouts, dropout)
+  void add(const Tensor& out, const Tensor& a, const Tensor& b) override;
+  void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                         const Tensor& gamma, const Tensor& beta, float eps) override;
+  void residual_layernorm_forward(const Tensor& out, const Tensor& sum, const Tensor& mean, const Tensor& rstd,
+                                  const Tensor& a, const Tensor& b, const Tensor& gamma, const Tensor& beta,
+                                  float eps) override;
+  void layernorm_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& dout,
+                          const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& gamma,
+                          GradMode dx_mode, GradMode param_mode) override;
+  void split_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv) override;
+  void merge_qkv_grads(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv) override;
+  void merge_heads(const Tensor& out, const Tensor& in) override;
+  void split_heads_grad(const Tensor& din, const Tensor& dout) override;
+  void dropout(const Tensor& out, const Tensor& in, float p, uint64_t seed) override;
+
+  // ops/cuda/attention.cu (masked softmax and fused flash-style attention)
+  void masked_softmax_forward(const Tensor& probs, const Tensor& scores, const Tensor& key_valid, float scale,
+                              float mask_value) override;
+  void softmax_backward(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs, float scale) override;
+  void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& key_valid, float scale, float mask_value) override;
+  void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                          const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& key_valid, float scale, float mask_value) override;
+
+  // ops/cuda/embedding.cu
+  void embedding_forward(const Tensor& out, const Tensor& table, const Tensor& ids) override;
+  void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& ids, GradMode mode) override;
 
   // ops/cuda/optimizer.cu
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWHyper& h,

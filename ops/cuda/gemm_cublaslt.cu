@@ -55,6 +55,20 @@
 // the BIAS epilogue into pre_act and the activation kernel computes C from
 // pre_act, as the CPU backend does.
 //
+// Strided batch (GemmArgs::batch > 1, the attention products). Every
+// layout gets CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = batch and
+// CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = its stride in elements, with
+// the operand swap above: cuBLASLt's A layout (our B) takes stride_b, its B
+// layout (our A) stride_a, C = D stride_c. The rules are the CPU backend's
+// (ops/cpu/gemm_onednn.cpp): strides at least the matrix sizes (gaps allowed,
+// never written; no overlap or broadcast), operands at least (batch - 1) *
+// stride + matrix elements, and no epilogue or pre_act (std::invalid_argument).
+// Matrix i starts at element i * stride, so the alignment cuBLASLt may assume
+// for an operand is the smaller of the base pointer's and the stride's in
+// bytes (batch_alignment). With batch == 1 the strides are ignored (as on the
+// CPU), the layouts carry no batch attributes and the plan key is what it was
+// before batches existed.
+//
 // Plans. Descriptors, layouts, the preference and the heuristic's algorithm
 // are created once per key (shape, transposes, dtypes, compute, epilogue, bias
 // type, aux ld, and the alignment of every pointer: cuBLASLt assumes 256-byte
@@ -126,6 +140,22 @@ uint32_t alignment_of(const void* p) {
   return al;
 }
 
+// The alignment every matrix of a strided batch has: the base pointer's and
+// the stride's (in bytes), whichever is smaller. batch == 1: the pointer's.
+uint32_t batch_alignment(const void* p, int64_t batch, int64_t stride, DType t) {
+  uint32_t al = alignment_of(p);
+  if (batch > 1) {
+    const uint64_t bytes = static_cast<uint64_t>(stride) * dtype_size(t);
+    uint32_t sal = 1;
+    while (sal < 256 && bytes % (2 * sal) == 0) sal *= 2;
+    al = al < sal ? al : sal;
+  }
+  return al;
+}
+
+// Elements an operand of `batch` matrices of `size` elements, `stride` apart, spans.
+int64_t batch_span(int64_t batch, int64_t stride, int64_t size) { return (batch - 1) * stride + size; }
+
 bool d_type_allowed(GemmCompute c, DType d) {
   switch (c) {
     case GemmCompute::F32:
@@ -138,8 +168,22 @@ bool d_type_allowed(GemmCompute c, DType d) {
 
 void check_args(const GemmArgs& g) {
   require(g.m > 0 && g.n > 0 && g.k > 0, "gemm", "m, n, k must be positive");
-  require(g.a.numel() == g.m * g.k && g.b.numel() == g.k * g.n && g.c.numel() == g.m * g.n, "gemm",
-          "operand sizes do not match m, n, k");
+  require(g.batch >= 1, "gemm", "batch must be >= 1");
+  if (g.batch == 1) {
+    require(g.a.numel() == g.m * g.k && g.b.numel() == g.k * g.n && g.c.numel() == g.m * g.n, "gemm",
+            "operand sizes do not match m, n, k");
+  } else {
+    // The CPU backend's rules (ops/cpu/gemm_onednn.cpp): gaps allowed, no overlap.
+    require(g.batch <= 0x7FFFFFFF, "gemm", "batch exceeds cuBLASLt's int32 batch count");
+    require(g.stride_a >= g.m * g.k && g.stride_b >= g.k * g.n && g.stride_c >= g.m * g.n, "gemm",
+            "batch strides must be at least the matrix sizes (no broadcast or overlap)");
+    require(g.a.numel() >= batch_span(g.batch, g.stride_a, g.m * g.k) &&
+                g.b.numel() >= batch_span(g.batch, g.stride_b, g.k * g.n) &&
+                g.c.numel() >= batch_span(g.batch, g.stride_c, g.m * g.n),
+            "gemm", "operands are smaller than batch x stride");
+    require(g.epilogue == Epilogue::None, "gemm", "a batched GEMM (batch > 1) allows no epilogue");
+    require(g.pre_act.empty(), "gemm", "a batched GEMM (batch > 1) takes no pre_act");
+  }
   require(g.a.dtype == g.b.dtype, "gemm", "A and B must have the same dtype");
   const bool wide = g.compute == GemmCompute::F32 || g.compute == GemmCompute::TF32;
   require(wide ? g.a.dtype == DType::F32 : g.a.dtype == (g.compute == GemmCompute::F16 ? DType::F16 : DType::BF16),
@@ -162,7 +206,7 @@ void check_args(const GemmArgs& g) {
             "tensor not aligned to its element size");
 }
 
-using PlanKey = std::array<int64_t, 16>;
+using PlanKey = std::array<int64_t, 20>;
 struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
@@ -213,8 +257,16 @@ struct Problem {
   const void* bias = nullptr;  // in D's dtype when set
   void* aux = nullptr;
   int64_t aux_ld = 0;
+  // Strided batch: 1, or > 1 with the element strides of our A, B and C.
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 
   bool has_bias() const { return bias != nullptr; }
+  bool batched() const { return batch > 1; }
+  // The alignments cuBLASLt may assume (of every matrix of a batch).
+  uint32_t align_a() const { return batch_alignment(a, batch, stride_a, ab); }
+  uint32_t align_b() const { return batch_alignment(b, batch, stride_b, ab); }
+  uint32_t align_d() const { return batch_alignment(d, batch, stride_c, d_dtype); }
   PlanKey key() const {
     return PlanKey{m,
                    n,
@@ -226,19 +278,25 @@ struct Problem {
                    static_cast<int64_t>(epilogue),
                    has_bias() ? 1 : 0,
                    aux_ld,
-                   alignment_of(a),
-                   alignment_of(b),
-                   alignment_of(d),
+                   align_a(),
+                   align_b(),
+                   align_d(),
                    has_bias() ? alignment_of(bias) : 0,
                    aux ? alignment_of(aux) : 0,
-                   0};
+                   0,
+                   batched() ? batch : 1,
+                   batched() ? stride_a : 0,
+                   batched() ? stride_b : 0,
+                   batched() ? stride_c : 0};
   }
   std::string describe() const {
     std::ostringstream s;
     s << "m=" << m << " n=" << n << " k=" << k << " trans_a=" << trans_a << " trans_b=" << trans_b
       << " compute=" << gemm_compute_name(compute) << " A/B=" << dtype_name(ab) << " C=" << dtype_name(d_dtype)
-      << " epilogue=" << epilogue_name(epilogue) << " aux_ld=" << aux_ld << " align(A,B,C)=" << alignment_of(a) << ","
-      << alignment_of(b) << "," << alignment_of(d);
+      << " epilogue=" << epilogue_name(epilogue) << " aux_ld=" << aux_ld << " align(A,B,C)=" << align_a() << ","
+      << align_b() << "," << align_d();
+    if (batched())
+      s << " batch=" << batch << " strides(A,B,C)=" << stride_a << "," << stride_b << "," << stride_c;
     return s.str();
   }
 };
@@ -251,6 +309,13 @@ void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, co
 template <typename T>
 void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const T& value) {
   MPB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+}
+
+void set_batch(cublasLtMatrixLayout_t layout, int64_t batch, int64_t stride) {
+  const int32_t count = static_cast<int32_t>(batch);  // check_args: batch <= INT32_MAX
+  MPB_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  MPB_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
 }
 
 void set_pointers(cublasLtMatmulDesc_t op, const Problem& p) {
@@ -298,14 +363,19 @@ struct CublasLtGemm::Impl {
                                                 static_cast<int64_t>(p.trans_a ? m : k)));
     // C = D: column-major [n,m], ld n.
     MPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, cuda_type(p.d_dtype), n, m, static_cast<int64_t>(n)));
+    if (p.batched()) {  // the operand swap: cuBLASLt's A is our B, its B our A
+      set_batch(plan->a, p.batch, p.stride_b);
+      set_batch(plan->b, p.batch, p.stride_a);
+      set_batch(plan->d, p.batch, p.stride_c);
+    }
 
     PreferenceGuard pref;
     MPB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
     set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes));
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(p.b));
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(p.a));
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(p.d));
-    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(p.d));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, p.align_b());
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p.align_a());
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p.align_d());
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.align_d());
 
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
@@ -370,6 +440,12 @@ void CublasLtGemm::run(const GemmArgs& g) {
   p.d_dtype = g.c.dtype;
   p.alpha = g.alpha;
   p.beta = g.beta;
+  if (g.batch > 1) {  // (check_args: no epilogue, no pre_act)
+    p.batch = g.batch;
+    p.stride_a = g.stride_a;
+    p.stride_b = g.stride_b;
+    p.stride_c = g.stride_c;
+  }
 
   const bool act = g.epilogue == Epilogue::BiasRelu || g.epilogue == Epilogue::BiasGelu;
   const bool has_pre = !g.pre_act.empty();

@@ -10,6 +10,12 @@
 // scalar::Elem); the gradient is any float dtype, loaded to fp32 and then
 // multiplied by grad_scale; the state (m, v, momentum) is always fp32. The
 // kernels are instantiated per (param, grad) dtype pair.
+//
+// param_copy (AdamW): the fused kernel also writes the copy of each updated
+// (stored, rounded) parameter in the same pass, as the CPU does; its dtype is a
+// runtime switch (scalar::store_f32) so the instantiations stay per (param,
+// grad). The unfused path casts after its three kernels (a separate sweep, as
+// unfused code runs). Either way param_copy == cast(param) bit for bit.
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_device_impl.h"
 #include "ops/cuda/kernel_util.cuh"
@@ -22,9 +28,18 @@ namespace {
 
 using scalar::Elem;
 
+// x as stored in dtype T and loaded back (the identity for fp32).
+template <DType T>
+__device__ inline float stored_value(float x) {
+  uint32_t slot = 0;  // room for any dtype's element
+  Elem<T>::store(&slot, 0, x);
+  return Elem<T>::load(&slot, 0);
+}
+
+// copy == nullptr: no param_copy.
 template <DType P, DType G>
 __global__ void adamw_fused_kernel(void* p, const void* g, float* m, float* v, int64_t n, scalar::AdamWStep s,
-                                   float grad_scale) {
+                                   float grad_scale, void* copy, DType copy_t) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     float mi = m[i], vi = v[i], pi = Elem<P>::load(p, i);
     scalar::adamw_moments(Elem<G>::load(g, i) * grad_scale, mi, vi, s);
@@ -32,6 +47,8 @@ __global__ void adamw_fused_kernel(void* p, const void* g, float* m, float* v, i
     m[i] = mi;
     v[i] = vi;
     Elem<P>::store(p, i, pi);
+    // The copy of the stored (rounded) weight: what cast(param_copy, param) writes.
+    if (copy != nullptr) scalar::store_f32(copy, copy_t, i, stored_value<P>(pi));
   }
 }
 
@@ -92,6 +109,9 @@ void CudaDevice::adamw_step(const Tensor& param, const Tensor& grad, const Tenso
   check_state("adamw_step", param, grad, v);
   require(h.step >= 1, "adamw_step", "step is 1-based");
   const int64_t n = param.numel();
+  const bool has_copy = !param_copy.empty();
+  require(!has_copy || (param_copy.numel() == n && is_float(param_copy.dtype)), "adamw_step",
+          "param_copy must be a float tensor matching param");
   if (n == 0) return;
   // Per-step constants on the host in double, rounded to fp32: the same
   // numbers the CPU backend feeds its element update.
@@ -104,7 +124,8 @@ void CudaDevice::adamw_step(const Tensor& param, const Tensor& grad, const Tenso
   dispatch_float2(param.dtype, grad.dtype, "adamw_step", [&](auto P, auto G) {
     constexpr DType kP = decltype(P)::value, kG = decltype(G)::value;
     if (fused) {
-      adamw_fused_kernel<kP, kG><<<grid, kThreads, 0, stream()>>>(p, g, mm, vv, n, s, grad_scale);
+      adamw_fused_kernel<kP, kG><<<grid, kThreads, 0, stream()>>>(
+          p, g, mm, vv, n, s, grad_scale, has_copy ? param_copy.data : nullptr, param_copy.dtype);
       MPB_CHECK_LAUNCH("adamw_fused_kernel");
       return;
     }
@@ -115,12 +136,8 @@ void CudaDevice::adamw_step(const Tensor& param, const Tensor& grad, const Tenso
     adamw_param_kernel<kP><<<grid, kThreads, 0, stream()>>>(p, mm, vv, n, s);
     MPB_CHECK_LAUNCH("adamw_param_kernel");
   });
-  // The copy in the parameters' new values. (On the CPU the fused update
-  // writes it in the same pass; here it is still a second kernel.)
-  if (!param_copy.empty()) {
-    require(param_copy.numel() == n, "adamw_step", "param_copy must match param");
-    cast(param_copy, param);
-  }
+  // Unfused: the copy in a separate sweep after the update (the fused kernel wrote it already).
+  if (!fused && has_copy) cast(param_copy, param);
 }
 
 void CudaDevice::sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,

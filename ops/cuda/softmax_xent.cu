@@ -2,6 +2,13 @@
 // max and sum-of-exp reduced in a fixed order, the per-element math from
 // ops/softmax_xent.h. Row losses are summed into a double in a fixed order by
 // a single block, so the returned loss is bit-reproducible.
+//
+// Labels: a negative label marks an ignored row (ops/softmax_xent.h,
+// scalar::xent_ignored): its loss is exactly 0, its dlogits row exactly 0,
+// count_correct skips it; the unfused forward still writes its probabilities.
+// A label >= the number of classes is an error: the kernels raise
+// kFlagBadLabel (the next synchronising call throws DeviceError) and the
+// row's loss is NaN.
 #include <cmath>
 
 #include "core/cuda/cuda_check.h"
@@ -17,8 +24,10 @@ namespace {
 using scalar::load_f32;
 using scalar::store_f32;
 
-// One block per row. Writes the row's loss (NaN for an out-of-range label,
-// which also raises kFlagBadLabel) and either probs (forward) or dlogits (fused).
+// One block per row. Writes the row's loss (0 for an ignored row, NaN for a
+// label >= C, which also raises kFlagBadLabel) and either probs (forward) or
+// dlogits (fused; an ignored row's are zeros, without the reductions, as on
+// the CPU).
 // The probability expression is the same in both modes and the same as the
 // CPU's, so fused and unfused dlogits agree bit for bit.
 __global__ void xent_rows_kernel(const void* logits, DType lt, const int32_t* labels, int64_t C, float* probs,
@@ -27,10 +36,16 @@ __global__ void xent_rows_kernel(const void* logits, DType lt, const int32_t* la
   const int64_t r = blockIdx.x;
   const int64_t base = r * C;
   const int32_t label = labels[r];
-  const bool bad = label < 0 || static_cast<int64_t>(label) >= C;
+  const bool ignored = scalar::xent_ignored(label);
+  if (ignored && probs == nullptr) {  // fused: no loss, no gradient (uniform per block: no barrier skipped)
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) store_f32(dlogits, dt, base + c, 0.0f);
+    if (threadIdx.x == 0) row_loss[r] = 0.0f;
+    return;
+  }
+  const bool bad = !ignored && static_cast<int64_t>(label) >= C;
   // Read before the reductions' barriers: the output may alias the logits
   // (in place), and the last pass overwrites them.
-  const float x_label = (threadIdx.x == 0 && !bad) ? load_f32(logits, lt, base + label) : 0.0f;
+  const float x_label = (threadIdx.x == 0 && !bad && !ignored) ? load_f32(logits, lt, base + label) : 0.0f;
 
   float local_max = -INFINITY;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) local_max = fmaxf(local_max, load_f32(logits, lt, base + c));
@@ -51,6 +66,8 @@ __global__ void xent_rows_kernel(const void* logits, DType lt, const int32_t* la
     if (bad) {
       raise_flag(flags, kFlagBadLabel);
       row_loss[r] = NAN;
+    } else if (ignored) {
+      row_loss[r] = 0.0f;
     } else {
       row_loss[r] = scalar::xent_row_loss(x_label, row_max, sum_exp);
     }
@@ -81,8 +98,9 @@ __global__ void xent_backward_kernel(void* dlogits, DType dt, const float* probs
       ++r;
     }
     const int32_t label = labels[r];
-    if (c == 0 && (label < 0 || static_cast<int64_t>(label) >= C)) raise_flag(flags, kFlagBadLabel);
-    store_f32(dlogits, dt, i, scalar::xent_grad(probs[i], c == label, grad_scale));
+    const bool ignored = scalar::xent_ignored(label);
+    if (c == 0 && !ignored && static_cast<int64_t>(label) >= C) raise_flag(flags, kFlagBadLabel);
+    store_f32(dlogits, dt, i, ignored ? 0.0f : scalar::xent_grad(probs[i], c == label, grad_scale));
   }
 }
 
@@ -133,8 +151,10 @@ __global__ void count_correct_kernel(const void* logits, DType lt, const int32_t
     if (lane == 0) {
       const int64_t arg = (best.i < 0 || isnan(load_f32(logits, lt, base))) ? 0 : best.i;
       const int32_t label = labels[r];
-      if (label < 0 || static_cast<int64_t>(label) >= C) raise_flag(flags, kFlagBadLabel);
-      if (arg == static_cast<int64_t>(label)) atomicAdd(correct, 1ull);  // integer adds: order-independent
+      if (!scalar::xent_ignored(label)) {  // an ignored row is not counted
+        if (static_cast<int64_t>(label) >= C) raise_flag(flags, kFlagBadLabel);
+        if (arg == static_cast<int64_t>(label)) atomicAdd(correct, 1ull);  // integer adds: order-independent
+      }
     }
   }
 }
