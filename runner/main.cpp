@@ -1,4 +1,5 @@
 // runner FILE.yaml [--out DIR] [--device cpu|cuda|auto] [--filter EXPR] [--dry-run] [--resume]
+//        [--export-reference DIR]
 #include <CLI/CLI.hpp>
 
 #include <csignal>
@@ -7,6 +8,7 @@
 
 #include "core/device.h"
 #include "runner/config.h"
+#include "runner/reference_export.h"
 #include "runner/run_experiment.h"
 
 namespace {
@@ -25,6 +27,11 @@ int main(int argc, char** argv) {
   app.add_flag("--dry-run", opt.dry_run, "list the expanded cells and exit");
   app.add_flag("--resume", opt.resume, "skip cells whose results already exist with the same config");
   app.add_flag("--quiet", opt.quiet, "no progress lines or table");
+  std::string export_dir;
+  app.add_option("--export-reference", export_dir,
+                 "write the one cell --filter selects (weights, batches, mpbench's logits, gradients and losses) "
+                 "to DIR for scripts/torch_reference.py (docs/REFERENCE.md), on the CPU, and exit")
+      ->type_name("DIR");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -38,6 +45,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
   }
+  if (!export_dir.empty()) return mpb::run_export_reference(exp, opt.filter, export_dir);
   std::signal(SIGINT, on_sigint);
   std::signal(SIGTERM, on_sigint);
   try {

@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""Re-runs an exported mpbench cell in PyTorch (the llm.c way of verifying a
+hand-written model): usage
+
+    /usr/bin/python3 scripts/torch_reference.py DIR
+
+DIR comes from `runner FILE.yaml --export-reference DIR --filter ...`
+(docs/REFERENCE.md). From DIR/meta.json and DIR/weights.safetensors this
+builds the same model in PyTorch, loads mpbench's initial weights, and writes
+DIR/reference.safetensors with the same tensors mpbench.safetensors holds:
+
+    logits            F32 [rows, classes]  step 1's batch, forward
+    loss              F64 []               its mean loss over real labels
+    grad.<param>      F32                  d loss / d param (loss.backward())
+    train.loss        F64 [steps]          the loss of training steps 1..steps
+    train.grad_norm   F64 [steps]          the global gradient norm of each step
+    train.skipped     I32 [steps]          0 (the reference never skips a step)
+
+Training mirrors mpbench's trainer: step s feeds batch s, the loss (times
+loss_weight) is backpropagated, the gradient is clipped to grad_clip when set,
+then torch.optim.AdamW (or SGD) with the config's hyper-parameters takes a
+step. Like mpbench, weight decay applies to every parameter, biases and
+LayerNorm included (one parameter group).
+
+PyTorch runs in float32, as the model does, so scripts/check_reference.py
+compares two fp32 implementations; see its tolerances.
+
+Models: the MLP (models/mlp.cpp) and BERT (models/bert.cpp). Everything
+needs only numpy and torch; the safetensors files are read and written by
+the small functions below (the safetensors package is not needed).
+"""
+
+import json
+import math
+import os
+import re
+import struct
+import sys
+
+import numpy as np
+
+try:
+    import torch
+    import torch.nn.functional as F
+    TORCH_IMPORT_ERROR = None
+except ImportError as e:  # check_reference.py imports this module without torch
+    torch = None
+    TORCH_IMPORT_ERROR = e
+
+EXIT_USAGE = 2
+
+# ---- safetensors (the format: docs/REFERENCE.md) --------------------------------------
+
+_NP_DTYPES = {
+    "F64": np.float64, "F32": np.float32, "F16": np.float16,
+    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
+    "U64": np.uint64, "U32": np.uint32, "U16": np.uint16, "U8": np.uint8, "BOOL": np.bool_,
+}
+_ST_DTYPES = {np.dtype(v).str.lstrip("<|="): k for k, v in _NP_DTYPES.items()}
+
+
+class SafetensorsError(Exception):
+    pass
+
+
+def read_safetensors(path):
+    """Returns (tensors: {name: np.ndarray}, metadata: {str: str}); BF16 is widened to float32."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise SafetensorsError(f"{path}: not a safetensors file ({len(data)} bytes)")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > len(data) - 8:
+        raise SafetensorsError(f"{path}: header length {n} runs past the end of the file")
+    try:
+        header = json.loads(data[8:8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise SafetensorsError(f"{path}: the header is not valid JSON: {e}") from None
+    buf = memoryview(data)[8 + n:]
+    metadata = header.pop("__metadata__", {}) or {}
+    tensors = {}
+    for name, e in header.items():
+        begin, end = e["data_offsets"]
+        shape = tuple(e["shape"])
+        if not 0 <= begin <= end <= len(buf):
+            raise SafetensorsError(f"{path}: tensor {name!r}: data_offsets outside the buffer")
+        raw = buf[begin:end]
+        if e["dtype"] == "BF16":
+            a = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        elif e["dtype"] in _NP_DTYPES:
+            a = np.frombuffer(raw, dtype=np.dtype(_NP_DTYPES[e["dtype"]]).newbyteorder("<"))
+        else:
+            raise SafetensorsError(f"{path}: tensor {name!r}: unsupported dtype {e['dtype']}")
+        if a.size != math.prod(shape):
+            raise SafetensorsError(f"{path}: tensor {name!r}: {a.size} elements for shape {list(shape)}")
+        tensors[name] = a.reshape(shape).copy()
+    return tensors, metadata
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes {name: np.ndarray} (float64/32/16, int*, uint*, bool) as safetensors."""
+    items = []
+    for name, a in tensors.items():
+        a = np.asarray(a)
+        if not a.flags.c_contiguous:  # (np.ascontiguousarray would turn a scalar into shape [1])
+            a = a.copy(order="C")
+        key = a.dtype.str.lstrip("<|=")
+        if key not in _ST_DTYPES:
+            raise SafetensorsError(f"tensor {name!r}: dtype {a.dtype} has no safetensors name")
+        items.append((name, _ST_DTYPES[key], a.astype(a.dtype.newbyteorder("<"), copy=False)))
+    # Largest elements first, so every tensor is aligned to its element size.
+    items.sort(key=lambda t: -t[2].dtype.itemsize)
+    header = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    offset = 0
+    for name, dt, a in items:
+        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for _, _, a in items:
+            f.write(a.tobytes())
+    os.replace(tmp, path)
+
+
+# ---- models ------------------------------------------------------------------------------
+
+class Unsupported(Exception):
+    """The export can't be mirrored here (the message says why)."""
+
+
+def build_mlp(meta):
+    """models/mlp.cpp: hidden_layers x (Linear -> activation), Linear -> logits."""
+    nn = torch.nn
+    names = [p["name"] for p in meta["params"]]
+    shapes = {p["name"]: p["shape"] for p in meta["params"]}
+    n_layers = len([n for n in names if re.fullmatch(r"layers\.\d+\.weight", n)])
+    act = meta["config"]["model"]["activation"]
+    if act not in ("gelu", "relu"):
+        raise Unsupported(f"MLP activation {act!r}")
+
+    class Mlp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(
+                nn.Linear(shapes[f"layers.{i}.weight"][1], shapes[f"layers.{i}.weight"][0])
+                for i in range(n_layers))
+            # mpbench's GELU is the tanh approximation (ops/activation.h).
+            self.act = nn.GELU(approximate="tanh") if act == "gelu" else nn.ReLU()
+
+        def forward(self, batch):
+            h = batch["x"]
+            for i, layer in enumerate(self.layers):
+                h = layer(h)
+                if i < n_layers - 1:
+                    h = self.act(h)
+            return h
+
+    return Mlp()
+
+
+def build_bert(meta):
+    """models/bert.cpp: BERT for masked-LM, post-LN (original) or pre-LN."""
+    nn = torch.nn
+    cfg = meta["config"]["model"]
+    if float(cfg.get("dropout", 0.0)) > 0.0:
+        raise Unsupported("dropout > 0: mpbench's counter-based dropout masks can't be reproduced in PyTorch; "
+                          "export a cell with model.dropout: 0")
+    shapes = {p["name"]: tuple(p["shape"]) for p in meta["params"]}
+    names = list(shapes)
+    V, C = shapes["embeddings.word_embeddings.weight"]
+    T = shapes["embeddings.position_embeddings.weight"][0]
+    L = len({n.split(".")[2] for n in names if n.startswith("encoder.layer.")})
+    F_dim = shapes["encoder.layer.0.intermediate.dense.weight"][0]
+    m = re.search(r"\bA(\d+)\b", meta["model"].get("describe", ""))  # "bert L2 H128 A2 ..."
+    heads = int(m.group(1)) if m else int(cfg.get("heads", 0))
+    if heads <= 0 or C % heads:
+        raise Unsupported(f"can't tell the number of attention heads (describe: {meta['model'].get('describe')!r})")
+    pre_ln = "encoder.ln.weight" in shapes
+    # The fp32 values of core/precision.h's layernorm_eps() and
+    # attention_mask_value() (the reference always runs fp32).
+    eps = float(cfg["ln_eps"])
+    mask_value = -1e9
+    D = C // heads
+    gelu = nn.GELU(approximate="tanh")
+
+    def ln(dim):
+        return nn.LayerNorm(dim, eps=eps)
+
+    class Embeddings(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.word_embeddings = nn.Embedding(V, C)
+            self.position_embeddings = nn.Embedding(T, C)
+            self.token_type_embeddings = nn.Embedding(2, C)
+            if not pre_ln:
+                self.LayerNorm = ln(C)
+
+        def forward(self, ids):
+            # every token has segment 0 (single-sentence MLM)
+            e = self.word_embeddings(ids) + self.position_embeddings.weight[None, :ids.shape[1]] \
+                + self.token_type_embeddings.weight[0]
+            return e if pre_ln else self.LayerNorm(e)
+
+    class Dense(nn.Module):  # HF's attention.output / output: dense (+ LayerNorm for post-LN)
+        def __init__(self, n_in, n_out, with_ln):
+            super().__init__()
+            self.dense = nn.Linear(n_in, n_out)
+            if with_ln:
+                self.LayerNorm = ln(n_out)
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            if pre_ln:
+                self.ln = ln(C)
+            # One [3C, C] projection: rows [0,C) query, [C,2C) key, [2C,3C) value.
+            self.qkv = nn.Linear(C, 3 * C)
+            self.output = Dense(C, C, not pre_ln)
+
+        def forward(self, x, key_valid):
+            B = x.shape[0]
+            qkv = self.qkv(x).view(B, T, 3, heads, D).permute(2, 0, 3, 1, 4)  # [3, B, H, T, D]
+            q, k, v = qkv[0], qkv[1], qkv[2]
+            s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D))
+            s = s + (1.0 - key_valid.to(s.dtype))[:, None, None, :] * mask_value  # padded keys
+            p = torch.softmax(s, dim=-1)
+            a = (p @ v).transpose(1, 2).reshape(B, T, C)  # merge heads
+            return self.output.dense(a)
+
+    class Intermediate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dense = nn.Linear(C, F_dim)
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention = Attention()
+            self.intermediate = Intermediate()
+            self.output = Dense(F_dim, C, not pre_ln)
+            if pre_ln:
+                self.ln = ln(C)
+
+        def forward(self, x, key_valid):
+            if pre_ln:  # x + attn(LN1(x)) = r;  r + FFN(LN2(r))
+                r = x + self.attention(self.attention.ln(x), key_valid)
+                return r + self.output.dense(gelu(self.intermediate.dense(self.ln(r))))
+            h = self.attention.output.LayerNorm(x + self.attention(x, key_valid))
+            return self.output.LayerNorm(h + self.output.dense(gelu(self.intermediate.dense(h))))
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.ModuleList(Layer() for _ in range(L))
+            if pre_ln:
+                self.ln = ln(C)
+
+    class Transform(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dense = nn.Linear(C, C)
+            self.LayerNorm = ln(C)
+
+    class Predictions(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transform = Transform()
+            self.bias = nn.Parameter(torch.zeros(V))  # the decoder weight is the word embedding
+
+    class Cls(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.predictions = Predictions()
+
+    class Bert(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embeddings = Embeddings()
+            self.encoder = Encoder()
+            self.cls = Cls()
+
+        def forward(self, batch):
+            ids = batch["ids"]
+            key_valid = batch["mask"] if "mask" in batch else torch.ones_like(ids)
+            x = self.embeddings(ids)
+            for layer in self.encoder.layer:
+                x = layer(x, key_valid)
+            if pre_ln:
+                x = self.encoder.ln(x)
+            t = self.cls.predictions.transform
+            h = t.LayerNorm(gelu(t.dense(x)))
+            logits = h @ self.embeddings.word_embeddings.weight.t() + self.cls.predictions.bias
+            return logits.reshape(-1, V)  # [B*T, V], rows as mpbench's logits()
+
+    model = Bert()
+    got, want = set(model.state_dict()), set(shapes)
+    if got != want:
+        raise Unsupported(f"the PyTorch BERT's parameters differ from the export's: "
+                          f"only here {sorted(got - want)}, only exported {sorted(want - got)}")
+    return model
+
+
+BUILDERS = {"mlp": build_mlp, "bert": build_bert}
+
+
+def build_model(meta, weights):
+    kind = meta["model"]["kind"]
+    if kind not in BUILDERS:
+        raise Unsupported(f"model kind {kind!r} has no PyTorch reference (known: {', '.join(BUILDERS)})")
+    model = BUILDERS[kind](meta)
+    state = {p["name"]: torch.from_numpy(np.asarray(weights[p["name"]], dtype=np.float32)) for p in meta["params"]}
+    model.load_state_dict(state, strict=True)
+    # By name, in mpbench's order (the optimizer's order doesn't change the math).
+    named = dict(model.named_parameters())
+    if set(named) != set(state):
+        raise Unsupported(f"parameter names differ from the export's: {sorted(set(named) ^ set(state))}")
+    return model, {p["name"]: named[p["name"]] for p in meta["params"]}
+
+
+def batch_tensors(batches, step):
+    b = {}
+    prefix = f"step{step}."
+    for key in ("x", "ids", "mask", "y"):
+        a = batches.get(prefix + key)
+        if a is not None:
+            b[key] = torch.from_numpy(a.astype(np.int64) if key in ("ids", "y") else a)
+    if "y" not in b:
+        raise Unsupported(f"batches.safetensors has no {prefix}y")
+    return b
+
+
+def mean_loss(logits, y):
+    """Softmax cross-entropy summed over labels >= 0, divided by their count (at least 1)."""
+    keep = y >= 0
+    count = max(1, int(keep.sum()))
+    return F.cross_entropy(logits[keep], y[keep], reduction="sum") / count
+
+
+def make_optimizer(cfg, params):
+    o = cfg["optimizer"]
+    if o["kind"] == "adamw":
+        # One parameter group: weight decay on every parameter, as mpbench does.
+        return torch.optim.AdamW(params, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
+                                 weight_decay=o["weight_decay"], foreach=False)
+    if o["kind"] == "sgd":
+        return torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], dampening=0.0,
+                               weight_decay=o["weight_decay"], nesterov=False, foreach=False)
+    raise Unsupported(f"optimizer {o['kind']!r}")
+
+
+def run(d):
+    with open(os.path.join(d, "meta.json")) as f:
+        meta = json.load(f)
+    weights, _ = read_safetensors(os.path.join(d, "weights.safetensors"))
+    batches, _ = read_safetensors(os.path.join(d, "batches.safetensors"))
+    cfg = meta["config"]
+    steps = int(meta["steps"])
+    if cfg.get("inject_nonfinite"):
+        raise Unsupported("inject_nonfinite: the reference doesn't mirror injected faults")
+    if cfg["precision"] != "fp32":
+        print(f"torch_reference: note: the cell's precision is {cfg['precision']!r}; the reference runs fp32, "
+              "and check_reference.py's tolerances are fp32's", file=sys.stderr)
+    torch.manual_seed(0)  # nothing here is random; for completeness
+
+    out = {}
+    # Step 1: logits, loss, gradients.
+    model, params = build_model(meta, weights)
+    b1 = batch_tensors(batches, 1)
+    logits = model(b1)
+    loss = mean_loss(logits, b1["y"])
+    loss.backward()
+    out["logits"] = logits.detach().numpy().astype(np.float32)
+    out["loss"] = np.array(loss.item(), dtype=np.float64)
+    for p in meta["params"]:
+        g = params[p["name"]].grad
+        out["grad." + p["name"]] = (np.zeros(p["shape"], np.float32) if g is None else g.numpy().astype(np.float32))
+
+    # Training: a fresh model from the same weights, steps 1..steps.
+    model, params = build_model(meta, weights)
+    opt = make_optimizer(cfg, list(params.values()))
+    clip = float(cfg["optimizer"].get("grad_clip", 0.0))
+    weight = float(cfg.get("loss_weight", 1.0))
+    losses, norms = [], []
+    for s in range(1, steps + 1):
+        b = batch_tensors(batches, s)
+        opt.zero_grad(set_to_none=False)
+        loss = mean_loss(model(b), b["y"])
+        (loss * weight).backward()
+        for p in params.values():
+            if p.grad is None:  # a parameter the loss doesn't reach: a zero gradient, as in mpbench
+                p.grad = torch.zeros_like(p)
+        norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in params.values()))
+        if clip > 0 and norm > clip:
+            for p in params.values():
+                p.grad.mul_(clip / norm)
+        opt.step()
+        losses.append(loss.item())
+        norms.append(norm)
+    out["train.loss"] = np.array(losses, dtype=np.float64)
+    out["train.grad_norm"] = np.array(norms, dtype=np.float64)
+    out["train.skipped"] = np.zeros(steps, dtype=np.int32)
+    for p in meta["params"]:
+        out["final." + p["name"]] = params[p["name"]].detach().numpy().astype(np.float32)
+    write_safetensors(os.path.join(d, "reference.safetensors"), out,
+                      {"format": "mpbench-reference-results", "source": "torch " + torch.__version__,
+                       "cell": f"{meta.get('experiment')} / {meta.get('cell_id')}"})
+    return meta
+
+
+def main(argv):
+    if len(argv) != 2 or argv[1] in ("-h", "--help"):
+        print(__doc__.strip().split("\n\n")[0] + "\n\n    usage: torch_reference.py DIR", file=sys.stderr)
+        return EXIT_USAGE
+    if torch is None:
+        print(f"torch_reference: PyTorch is not importable ({TORCH_IMPORT_ERROR}); "
+              "run with Debian's /usr/bin/python3 (python3-torch)", file=sys.stderr)
+        return EXIT_USAGE
+    d = argv[1]
+    try:
+        meta = run(d)
+    except Unsupported as e:
+        print(f"torch_reference: unsupported: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (OSError, SafetensorsError, KeyError, ValueError) as e:
+        print(f"torch_reference: {d}: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"torch_reference: {meta['model']['kind']} {meta.get('cell_id')}: wrote "
+          f"{os.path.join(d, 'reference.safetensors')} (torch {torch.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

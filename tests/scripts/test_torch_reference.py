@@ -1,0 +1,148 @@
+"""mpbench against PyTorch (docs/REFERENCE.md): for each cell of
+tests/data/reference_mlp.yaml and tests/data/reference_bert_tiny.yaml, run
+`runner --export-reference`, scripts/torch_reference.py and
+scripts/check_reference.py, and fail on any mismatch.
+
+Run by CTest with Debian's /usr/bin/python3 and MPB_RUNNER (the built
+runner) and MPB_SOURCE_DIR in the environment. Exits 77 (skipped) when torch
+can't be imported or the runner isn't given; never passes without checking.
+BERT cells are skipped, with the runner's reason, while the runner can't
+build BERT cells yet.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SKIP_EXIT_CODE = 77
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("MPB_SOURCE_DIR") or os.path.normpath(os.path.join(HERE, "..", ".."))
+SCRIPTS = os.path.join(SOURCE_DIR, "scripts")
+DATA = os.path.join(SOURCE_DIR, "tests", "data")
+RUNNER = os.environ.get("MPB_RUNNER", "")
+PYTHON = sys.executable or "/usr/bin/python3"
+
+MLP_YAML = os.path.join(DATA, "reference_mlp.yaml")
+BERT_YAML = os.path.join(DATA, "reference_bert_tiny.yaml")
+
+# What the runner says while BERT isn't wired into it (runner/config.cpp's
+# "not supported yet" table, train/cell_factory.cpp's builders). Only these
+# turn a BERT failure into a skip; anything else fails.
+BERT_NOT_WIRED = ("model.kind 'bert' is not supported yet", "model.kind 'bert' has no builder",
+                  "data.kind 'markov' has no builder")
+
+
+def run(cmd, timeout=300):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+
+
+def describe(proc):
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+
+
+class ReferenceCase(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="mpb-ref-")
+        self.tmp = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def export(self, yaml, cell_filter, name):
+        out = os.path.join(self.tmp, name)
+        proc = run([RUNNER, yaml, "--export-reference", out, "--filter", cell_filter])
+        return out, proc
+
+    def check_cell(self, yaml, cell_filter, name, skip_if=()):
+        out, proc = self.export(yaml, cell_filter, name)
+        if proc.returncode != 0:
+            for reason in skip_if:
+                if reason in proc.stderr:
+                    self.skipTest(f"the runner can't build this cell yet: {proc.stderr.strip()}")
+        self.assertEqual(proc.returncode, 0, "runner --export-reference: " + describe(proc))
+        for f in ("meta.json", "weights.safetensors", "batches.safetensors", "mpbench.safetensors"):
+            self.assertTrue(os.path.isfile(os.path.join(out, f)), f)
+        proc = run([PYTHON, os.path.join(SCRIPTS, "torch_reference.py"), out])
+        self.assertEqual(proc.returncode, 0, "torch_reference.py: " + describe(proc))
+        proc = run([PYTHON, os.path.join(SCRIPTS, "check_reference.py"), out])
+        self.assertEqual(proc.returncode, 0, "check_reference.py: " + describe(proc))  # shows the table
+        self.assertIn("tensors match", proc.stdout)
+        return out
+
+
+class MlpMatchesPyTorch(ReferenceCase):
+    def test_unfused_gelu(self):
+        self.check_cell(MLP_YAML, "fusion=off,model.activation=gelu", "mlp_gelu")
+
+    def test_fused_gelu(self):
+        self.check_cell(MLP_YAML, "fusion=on", "mlp_fused")
+
+    def test_relu(self):
+        self.check_cell(MLP_YAML, "model.activation=relu", "mlp_relu")
+
+
+class BertMatchesPyTorch(ReferenceCase):
+    def check_bert(self, cell_filter, name):
+        self.check_cell(BERT_YAML, cell_filter, name, skip_if=BERT_NOT_WIRED)
+
+    def test_post_ln(self):
+        self.check_bert("model.pre_ln=off,fusion=off", "bert_post_ln")
+
+    def test_post_ln_fused(self):
+        self.check_bert("model.pre_ln=off,fusion=on", "bert_post_ln_fused")
+
+    def test_pre_ln(self):
+        self.check_bert("model.pre_ln=on,fusion=off", "bert_pre_ln")
+
+    def test_pre_ln_fused(self):
+        self.check_bert("model.pre_ln=on,fusion=on", "bert_pre_ln_fused")
+
+
+class ExportCli(ReferenceCase):
+    def test_needs_exactly_one_cell(self):
+        out, proc = self.export(MLP_YAML, "fusion=off", "two")  # matches the gelu and relu cells
+        self.assertEqual(proc.returncode, 2, describe(proc))
+        self.assertIn("exactly one cell", proc.stderr)
+        self.assertIn("model.activation=relu", proc.stderr)  # the candidates are listed
+        self.assertFalse(os.path.exists(out))
+        out, proc = self.export(MLP_YAML, "fusion=on,seed=12345", "none")
+        self.assertEqual(proc.returncode, 2, describe(proc))
+        self.assertIn("matches 0", proc.stderr)
+
+    def test_check_fails_on_a_mismatch(self):
+        """The checker is not vacuous: a perturbed gradient fails it, with exit 1."""
+        sys.path.insert(0, SCRIPTS)
+        import torch_reference as tr  # noqa: E402
+        out = self.check_cell(MLP_YAML, "fusion=on", "mlp_perturbed")
+        path = os.path.join(out, "reference.safetensors")
+        ref, meta = tr.read_safetensors(path)
+        ref["grad.layers.1.bias"] = ref["grad.layers.1.bias"] * 1.001
+        tr.write_safetensors(path, ref, meta)
+        proc = run([PYTHON, os.path.join(SCRIPTS, "check_reference.py"), out])
+        self.assertEqual(proc.returncode, 1, describe(proc))
+        self.assertRegex(proc.stdout, r"grad\.layers\.1\.bias .* FAIL")
+        del ref["final.layers.0.bias"]
+        tr.write_safetensors(path, ref, meta)
+        proc = run([PYTHON, os.path.join(SCRIPTS, "check_reference.py"), out])
+        self.assertEqual(proc.returncode, 1, describe(proc))
+        self.assertIn("MISSING from reference", proc.stdout)
+
+
+def main():
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        print(f"skipped: PyTorch is not importable by {PYTHON} ({e}); install python3-torch", file=sys.stderr)
+        return SKIP_EXIT_CODE
+    if not RUNNER or not os.access(RUNNER, os.X_OK):
+        print(f"skipped: MPB_RUNNER is not set to the built runner (got {RUNNER!r})", file=sys.stderr)
+        return SKIP_EXIT_CODE
+    result = unittest.main(exit=False, verbosity=2).result
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
