@@ -112,6 +112,18 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   if (!notice.empty()) std::fprintf(stderr, "runner: %s\n", notice.c_str());
   const DeviceInfo info = probe->info();
 
+  // What the models say about their cells before anything runs (BERT: GEMM
+  // dimensions tensor cores dislike, and similar), once per distinct message.
+  if (!opt.quiet) {
+    std::vector<std::string> said;
+    for (const Cell* c : order)
+      for (const std::string& w : cell_warnings(c->config))
+        if (std::find(said.begin(), said.end(), w) == said.end()) {
+          std::fprintf(stderr, "runner: warning: %s\n", w.c_str());
+          said.push_back(w);
+        }
+  }
+
   // Ceilings for every GEMM mode the cells use.
   std::map<std::string, double> ceiling;
   for (const Cell* c : order) {
@@ -163,6 +175,13 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         cell_steps_done += double(cfg.steps) * cfg.repeats;
         continue;
       }
+      // The ceiling again, right before this cell: the cell's fraction of it
+      // is then a ratio measured in one time window (a shared machine's speed
+      // drifts), and the best measurement of the run is kept.
+      const GemmCompute gemm_mode = resolve_policy(cfg.precision).gemm;
+      const std::string mode_name = gemm_compute_name(gemm_mode);
+      const double cell_ceiling = measure_gemm_ceiling(*probe, gemm_mode);
+      ceiling[mode_name] = std::max(ceiling[mode_name], cell_ceiling);
       std::vector<RunRecord> repeats;
       for (int r = 0; r < cfg.repeats; ++r) {
         // A fresh device per repeat: peak memory is this run's alone.
@@ -189,8 +208,10 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
       ctx.policy = resolve_policy(cfg.precision);
       const GemmCompute g = ctx.policy.gemm;
       ctx.gemm_support = probe->gemm_support(g);
-      ctx.ceiling_gflops = ceiling[gemm_compute_name(g)];
-      ctx.baseline_samples_per_s = baseline_sps;
+      ctx.ceiling_gflops = cell_ceiling;
+      // Speedups compare like with like: a cell of another model than the
+      // baseline's has none (samples/s of an MLP and a BERT don't compare).
+      if (baseline && baseline->config.model.kind == cfg.model.kind) ctx.baseline_samples_per_s = baseline_sps;
       nlohmann::json result = cell_result_json(ctx, repeats);
       if (cell.is_baseline) {
         baseline_sps = cell_samples_per_s(result);
@@ -207,6 +228,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   written = rewrite_summary();
   if (interrupted) return 130;
   manifest["finished"] = utc_now_iso8601();
+  manifest["device"]["ceiling_gflops"] = ceiling;  // the best of the start and per-cell measurements
   write_file_atomic(manifest_path, manifest.dump(2) + "\n");
   if (!opt.quiet) {
     print_table(written);
