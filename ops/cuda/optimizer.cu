@@ -31,9 +31,13 @@ using scalar::Elem;
 // x as stored in dtype T and loaded back (the identity for fp32).
 template <DType T>
 __device__ inline float stored_value(float x) {
-  uint32_t slot = 0;  // room for any dtype's element
-  Elem<T>::store(&slot, 0, x);
-  return Elem<T>::load(&slot, 0);
+  if constexpr (T == DType::F32) {
+    return x;
+  } else {
+    uint16_t bits = 0;  // the 16-bit formats' storage type
+    Elem<T>::store(&bits, 0, x);
+    return Elem<T>::load(&bits, 0);
+  }
 }
 
 // copy == nullptr: no param_copy.

@@ -52,11 +52,14 @@ __global__ void xent_rows_kernel(const void* logits, DType lt, const int32_t* la
   const float row_max = block_reduce(local_max, -INFINITY, MaxOp{}, smem);
 
   float local_sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) local_sum += expf(load_f32(logits, lt, base + c) - row_max);
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+    local_sum += scalar::xent_exp(load_f32(logits, lt, base + c), row_max);
   const float sum_exp = block_reduce(local_sum, 0.0f, SumOp{}, smem);
 
+  // The CPU's probability expression (ops/cpu/loss.cpp): exp times the reciprocal of the sum.
+  const float inv = 1.0f / sum_exp;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const float prob = expf(load_f32(logits, lt, base + c) - row_max) / sum_exp;
+    const float prob = scalar::xent_exp(load_f32(logits, lt, base + c), row_max) * inv;
     if (probs != nullptr)
       probs[base + c] = prob;
     else

@@ -429,11 +429,13 @@ TEST_F(CudaOps, SoftmaxXent) {
         const double loss_cpu = cpu_->softmax_xent_forward(probs.cpu, pl.cpu, py.cpu);
         const double loss_gpu = gpu_->softmax_xent_forward(probs.gpu, pl.gpu, py.gpu);
 
-        // Relative difference of a probability: expf (glibc < 1 ulp, CUDA
-        // <= 2 ulp: <= 6 2^-24 together), each side's fp32 sum of C terms in
-        // its own order (worst case (C - 1) 2^-24 each, plus the expf errors
-        // carried in: 6 2^-24) and the two divisions (2 2^-24): (2C + 12) 2^-24;
-        // x - max is the same fp32 operation on both. Rounded up to 2C + 16.
+        // Relative difference of a probability: the exponentials are the same
+        // function on both (scalar::xent_exp; the bound below still allows
+        // 2 ulp each, <= 6 2^-24 together), each side's fp32 sum of C terms in
+        // its own order (worst case (C - 1) 2^-24 each, plus the exp errors
+        // carried in: 6 2^-24) and the reciprocal and product (2 2^-24 each
+        // side): (2C + 14) 2^-24; x - max is the same fp32 operation on both.
+        // Rounded up to 2C + 16.
         // The loss per row, log(sum) + (max - x_label) >= log(sum) >= 0, moves
         // by the sum's relative error plus a few ulp of itself.
         const double rel = static_cast<double>(2 * C + 16) * std::ldexp(1.0, -24);
