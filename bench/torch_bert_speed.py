@@ -69,6 +69,15 @@ class BertMini(nn.Module):
         self.head = nn.Linear(H, H)
         self.head_ln = nn.LayerNorm(H, eps=1e-12)
         self.bias = nn.Parameter(torch.zeros(VOCAB))
+        # BERT's initialisation (as models/bert.cpp): N(0, 0.02) weights and
+        # embeddings, zero biases. PyTorch's defaults (N(0, 1) embeddings)
+        # would saturate the tied decoder's softmax and fill the backward
+        # pass with denormals, which makes the CPU crawl.
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+            if isinstance(m, nn.Linear):
+                nn.init.zeros_(m.bias)
 
     def forward(self, ids, mask, labels):
         x = ln(self.ln, self.tok(ids) + self.pos.weight[None])

@@ -8,6 +8,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libdnnl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-torch
+  libopenblas0-pthread  # an optimised BLAS for PyTorch/numpy: the speed comparison's baseline is then fair
   chromium
 )
 
