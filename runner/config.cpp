@@ -205,6 +205,8 @@ const std::vector<KeySpec>& schema() {
       number ("optimizer.weight_decay",     at_least(0),     MPB_FIELD(optimizer.weight_decay)),
       number ("optimizer.momentum",         closed_open(0, 1), MPB_FIELD(optimizer.momentum)),
       number ("optimizer.grad_clip",        at_least(0),     MPB_FIELD(optimizer.grad_clip)),
+      integer("optimizer.warmup",           at_least(0),     MPB_FIELD(optimizer.warmup)),
+      choice ("optimizer.decay", {"none", "linear", "cosine"}, MPB_FIELD(optimizer.decay)),
   };
   return keys;
 }
@@ -1178,6 +1180,11 @@ void Loader::check_cell(const Draft& draft) const {
   if (c.model.kind == "mlp" && token_data) {
     fail_cell(draft, {"data.kind", "model.kind"},
               "model.kind mlp needs data.kind teacher (got " + c.data.kind + ")");
+  }
+  if (c.optimizer.warmup >= c.steps && c.optimizer.warmup > 0) {
+    fail_cell(draft, {"optimizer.warmup", "steps"},
+              "optimizer.warmup (" + std::to_string(c.optimizer.warmup) + ") must be less than steps (" +
+                  std::to_string(c.steps) + ")");
   }
   if (c.model.kind == "mlp" && c.checkpointing != "off") {
     fail_cell(draft, {"checkpointing", "model.kind"},

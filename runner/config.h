@@ -84,6 +84,10 @@ struct OptimizerConfig {
   double weight_decay = 0.01;
   double momentum = 0.9;
   double grad_clip = 0.0;  // 0: off
+  // Learning-rate schedule: linear warm-up over warmup steps from 0 to lr,
+  // then constant, or decaying to 0 at the last step (linear or cosine).
+  int warmup = 0;
+  std::string decay = "none";  // none | linear | cosine
 };
 
 // One fully resolved training run (a cell of the matrix).

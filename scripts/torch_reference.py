@@ -399,6 +399,8 @@ def run(d):
         if clip > 0 and norm > clip:
             for p in params.values():
                 p.grad.mul_(clip / norm)
+        for group in opt.param_groups:  # mpbench's schedule (train/lr_schedule.cpp)
+            group["lr"] = scheduled_lr(cfg, s)
         opt.step()
         losses.append(loss.item())
         norms.append(norm)
@@ -411,6 +413,20 @@ def run(d):
                       {"format": "mpbench-reference-results", "source": "torch " + torch.__version__,
                        "cell": f"{meta.get('experiment')} / {meta.get('cell_id')}"})
     return meta
+
+
+def scheduled_lr(cfg, step):
+    """train/lr_schedule.cpp: linear warm-up, then constant, linear or cosine decay to 0 at cfg['steps']."""
+    o = cfg["optimizer"]
+    lr, warmup, decay, steps = float(o["lr"]), int(o.get("warmup", 0)), o.get("decay", "none"), int(cfg["steps"])
+    if warmup > 0 and step <= warmup:
+        return lr * step / warmup
+    if decay == "none":
+        return lr
+    progress = min(max((step - warmup) / max(1, steps - warmup), 0.0), 1.0)
+    if decay == "linear":
+        return lr * (1.0 - progress)
+    return lr * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def main(argv):

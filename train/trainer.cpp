@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/numerics.h"
+#include "train/lr_schedule.h"
 
 namespace mpb {
 
@@ -121,12 +122,13 @@ void Trainer::step(int step) {
     const float grad_scale = float(clip / S);  // unscale (fp32) and clip in one factor
     const OptimizerConfig& o = cfg_.optimizer;
     ++applied_;
+    const float lr = float(scheduled_lr(o.lr, o.warmup, o.decay, applied_, cfg_.steps));
     bool copies_written = false;
     if (o.kind == "sgd") {
-      dev_.sgd_step(model_.params(), model_.grads(), m_, SgdHyper{float(o.lr), float(o.momentum), float(o.weight_decay)},
+      dev_.sgd_step(model_.params(), model_.grads(), m_, SgdHyper{lr, float(o.momentum), float(o.weight_decay)},
                     grad_scale);
     } else {
-      const AdamWHyper h{float(o.lr), float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), applied_};
+      const AdamWHyper h{lr, float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), applied_};
       if (cfg_.fusion == "on") {  // fused: one pass over every parameter, writing the compute copy too
         const Tensor copy = model_.weight_copy();
         dev_.adamw_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, true, copy);

@@ -78,7 +78,10 @@ class MlpMatchesPyTorch(ReferenceCase):
         self.check_cell(MLP_YAML, "fusion=off,model.activation=gelu", "mlp_gelu")
 
     def test_fused_gelu(self):
-        self.check_cell(MLP_YAML, "fusion=on", "mlp_fused")
+        self.check_cell(MLP_YAML, "fusion=on,optimizer.decay=none", "mlp_fused")
+
+    def test_lr_schedule(self):
+        self.check_cell(MLP_YAML, "optimizer.decay=cosine", "mlp_schedule")
 
     def test_relu(self):
         self.check_cell(MLP_YAML, "model.activation=relu", "mlp_relu")
@@ -116,7 +119,7 @@ class ExportCli(ReferenceCase):
         """The checker is not vacuous: a perturbed gradient fails it, with exit 1."""
         sys.path.insert(0, SCRIPTS)
         import torch_reference as tr  # noqa: E402
-        out = self.check_cell(MLP_YAML, "fusion=on", "mlp_perturbed")
+        out = self.check_cell(MLP_YAML, "fusion=on,optimizer.decay=none", "mlp_perturbed")
         path = os.path.join(out, "reference.safetensors")
         ref, meta = tr.read_safetensors(path)
         ref["grad.layers.1.bias"] = ref["grad.layers.1.bias"] * 1.001
