@@ -71,7 +71,35 @@ enum class Activation { Relu, Gelu };  // Gelu: tanh approximation everywhere (m
 enum class GemmCompute { F32, TF32, F16, BF16 };
 const char* gemm_compute_name(GemmCompute c);  // "fp32", "tf32", "fp16", "bf16"
 
-enum class Epilogue { None, Bias, BiasRelu, BiasGelu };
+// Forward epilogues (Bias, BiasRelu, BiasGelu) add GemmArgs::bias [n] and
+// apply the activation; they require alpha == 1 and beta == 0.
+//
+// Backward epilogues (the twins of cuBLASLt's CUBLASLT_EPILOGUE_DGELU and
+// CUBLASLT_EPILOGUE_DGELU_BGRAD), for dX = (dY . W) * gelu'(pre) in the
+// backward pass of a GELU layer. They require beta == 0 and batch == 1 (alpha
+// is allowed: it scales the product before the GELU derivative), take no
+// GemmArgs::bias, and read GemmArgs::pre_act [m,n] (any float dtype; the
+// forward pre-activation, "aux" in cuBLASLt's terms; must not alias C):
+//   DGelu:      C[i,j] = (alpha * op(A) op(B))[i,j] * gelu'(pre_act[i,j])
+//               (scalar::gelu_grad, the tanh approximation).
+//   DGeluBGrad: DGelu, plus GemmArgs::bias_grad_out [n] (any float dtype) =
+//               sum over the m rows of the final C (Overwrite semantics, as
+//               Device::bias_grad(bias_grad_out, C, GradMode::Overwrite);
+//               a caller accumulating micro-batches must not use it).
+// Both are, by contract, exactly the composition gemm(C); activation_backward
+// (Gelu, C, C, pre_act); [bias_grad(bias_grad_out, C, Overwrite)]; the CPU
+// backend computes that composition (bit for bit, C rounded to its dtype
+// before the multiply); cuBLASLt fuses it (fp32 product times gelu' rounded
+// once, cuBLASLt's own tanh): the GPU agrees within rounding, not bitwise.
+//
+// Not provided: a BGRADB twin for the weight-gradient GEMM. With mpbench's
+// row-major -> column-major swap (cuBLASLt's B is our A), CUBLASLT_EPILOGUE_
+// BGRADB would give out[i] = sum_p op(A)[i,p] (length m; for dW = dY^T X with
+// trans_a that is the column sums of dY, i.e. db). It is left out: the weight
+// gradient accumulates across micro-batches (beta == 1) while BGRAD writes, so
+// the models could not use it in the common case.
+enum class Epilogue { None, Bias, BiasRelu, BiasGelu, DGelu, DGeluBGrad };
+inline bool is_backward_epilogue(Epilogue e) { return e == Epilogue::DGelu || e == Epilogue::DGeluBGrad; }
 
 struct GemmArgs {
   // C[m,n] = alpha * op(A)[m,k] . op(B)[k,n] + beta * C, then the epilogue.
@@ -81,9 +109,12 @@ struct GemmArgs {
   float alpha = 1.0f;
   float beta = 0.0f;  // 0: overwrite C; 1: accumulate into C
   GemmCompute compute = GemmCompute::F32;
-  Epilogue epilogue = Epilogue::None;  // requires alpha == 1 and beta == 0
+  Epilogue epilogue = Epilogue::None;  // see Epilogue for alpha/beta rules
   Tensor bias;     // [n] any float dtype (the parameter's), for Bias* epilogues
-  Tensor pre_act;  // optional [m,n]: receives C before the activation (for backward)
+  // Forward epilogues: optional [m,n], receives C before the activation (for
+  // backward). DGelu/DGeluBGrad: required [m,n] input, the forward pre-activation.
+  Tensor pre_act;
+  Tensor bias_grad_out;  // DGeluBGrad only: [n] any float dtype, written (Overwrite)
   // Strided batch (attention): `batch` independent products, matrix i at
   // element offset i*stride_x of each operand. batch > 1 allows no epilogue.
   int64_t batch = 1;

@@ -212,6 +212,7 @@ class Mlp final : public Model {
     Tensor dy = dlogits_.tensor().row_slice(0, b);  // gradient wrt this layer's pre-activation output
     if (probe_) probe_(ProbeKind::ActivationGrad, dy);
     int ping = 0;
+    bool db_done = false;  // this layer's db already written by the DGeluBGrad GEMM
     for (size_t li = layers_.size(); li-- > 0;) {
       Layer& L = layers_[li];
       Tensor in = li == 0 ? x_ : layers_[li - 1].act.tensor().row_slice(0, b);
@@ -227,7 +228,8 @@ class Mlp final : public Model {
       gw.beta = mode == GradMode::Accumulate ? 1.0f : 0.0f;
       gw.compute = pol_.gemm;
       dev_.gemm(gw);
-      dev_.bias_grad(L.db, dy, mode);
+      if (!db_done) dev_.bias_grad(L.db, dy, mode);
+      db_done = false;
       if (li == 0) break;  // no gradient wrt the input data
       // dx[B,in] = dy . W, then through the previous layer's activation.
       Layer& P = layers_[li - 1];
@@ -240,8 +242,20 @@ class Mlp final : public Model {
       gx.b = L.wc;
       gx.c = dx;
       gx.compute = pol_.gemm;
-      dev_.gemm(gx);
-      dev_.activation_backward(cfg_.activation, dx, dx, P.pre.tensor().row_slice(0, b));
+      if (cfg_.fused && cfg_.activation == Activation::Gelu) {
+        // One GEMM with the GELU-derivative epilogue: dx = (dy . W) *
+        // gelu'(pre). With GradMode::Overwrite the previous layer's db (the
+        // column sums of this same dx) comes out of it too (DGeluBGrad
+        // writes, it never accumulates: micro-batches keep bias_grad).
+        gx.pre_act = P.pre.tensor().row_slice(0, b);
+        gx.epilogue = mode == GradMode::Overwrite ? Epilogue::DGeluBGrad : Epilogue::DGelu;
+        if (mode == GradMode::Overwrite) gx.bias_grad_out = P.db;
+        dev_.gemm(gx);
+        db_done = mode == GradMode::Overwrite;
+      } else {
+        dev_.gemm(gx);
+        dev_.activation_backward(cfg_.activation, dx, dx, P.pre.tensor().row_slice(0, b));
+      }
       if (probe_) probe_(ProbeKind::ActivationGrad, dx);
       dy = dx;
       ping ^= 1;

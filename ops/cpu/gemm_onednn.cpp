@@ -164,19 +164,46 @@ void check_args(const GemmArgs& g) {
   require(wide ? g.a.dtype == DType::F32
                : g.a.dtype == (g.compute == GemmCompute::F16 ? DType::F16 : DType::BF16),
           "gemm", "operand dtype does not match the compute mode");
-  require(g.epilogue == Epilogue::None || g.bias.numel() == g.n, "gemm", "bias must be [n]");
+  const bool backward = is_backward_epilogue(g.epilogue);
+  require(g.epilogue == Epilogue::None || backward || g.bias.numel() == g.n, "gemm", "bias must be [n]");
   // oneDNN applies alpha before the bias in some kernels and after it in
-  // others; an epilogue therefore requires alpha == 1 (and beta == 0) on
-  // every backend, so the contract is the same everywhere.
-  require(g.epilogue == Epilogue::None || (g.beta == 0.0f && g.alpha == 1.0f), "gemm",
-          "epilogues need alpha == 1 and beta == 0");
+  // others; a forward epilogue therefore requires alpha == 1 (and beta == 0)
+  // on every backend, so the contract is the same everywhere. The backward
+  // epilogues add no bias: alpha is applied to the product, beta must be 0.
+  require(g.epilogue == Epilogue::None || (g.beta == 0.0f && (backward || g.alpha == 1.0f)), "gemm",
+          backward ? "backward epilogues need beta == 0" : "epilogues need alpha == 1 and beta == 0");
   require(g.pre_act.empty() || g.pre_act.numel() == g.m * g.n, "gemm", "pre_act must be [m,n]");
+  if (backward) {
+    require(!g.pre_act.empty(), "gemm", "DGelu/DGeluBGrad need pre_act (the forward pre-activation) [m,n]");
+    require(g.pre_act.data != g.c.data, "gemm", "DGelu/DGeluBGrad: pre_act must not alias C");
+    require(is_float(g.pre_act.dtype), "gemm", "pre_act must be a float tensor");
+  }
+  require(g.epilogue == Epilogue::DGeluBGrad || g.bias_grad_out.empty(), "gemm",
+          "bias_grad_out is only written by Epilogue::DGeluBGrad");
+  if (g.epilogue == Epilogue::DGeluBGrad)
+    require(g.bias_grad_out.numel() == g.n && is_float(g.bias_grad_out.dtype), "gemm",
+            "bias_grad_out must be a float [n]");
 }
 
 }  // namespace
 
 void OnednnGemm::run(const GemmArgs& g) {
   check_args(g);
+  if (is_backward_epilogue(g.epilogue)) {
+    // DGelu / DGeluBGrad (core/device.h): by contract exactly the unfused
+    // composition, so it is computed as one: the plain GEMM into C (rounded
+    // to C's dtype), then one vectorised pass of scalar::gelu_grad with the
+    // aux (activation_backward in place on C), then the bias gradient's
+    // column sums of the final C (Overwrite). Bit for bit the unfused path.
+    GemmArgs plain = g;
+    plain.epilogue = Epilogue::None;
+    plain.pre_act = Tensor();
+    plain.bias_grad_out = Tensor();
+    run(plain);
+    activation_backward(Activation::Gelu, g.c, g.c, g.pre_act);
+    if (g.epilogue == Epilogue::DGeluBGrad) bias_grad(g.bias_grad_out, g.c, GradMode::Overwrite);
+    return;
+  }
   const bool direct = g.compute == GemmCompute::F32 || (g.compute == GemmCompute::BF16 && native_bf16_);
   void* a = g.a.data;
   void* b = g.b.data;

@@ -55,6 +55,28 @@
 // the BIAS epilogue into pre_act and the activation kernel computes C from
 // pre_act, as the CPU backend does.
 //
+// Backward epilogues (Epilogue::DGelu, DGeluBGrad; contract in core/device.h).
+// DGelu -> CUBLASLT_EPILOGUE_DGELU, DGeluBGrad -> CUBLASLT_EPILOGUE_DGELU_BGRAD,
+// with EPILOGUE_AUX_POINTER = pre_act (the forward GELU input, read) and
+// EPILOGUE_AUX_LD = n. The aux rules are the forward GELU_AUX path's: pre_act
+// must have C's dtype (the aux type defaults to D's), n % 8 == 0 (the ld) and
+// 16-byte alignment. The bias gradient: DGELU_BGRAD writes one value per row
+// of the column-major D [n,m] (reduced over its m columns), i.e. one per
+// column of our row-major C summed over its m rows: bias_grad_out [n], in
+// BIAS_DATA_TYPE = D's dtype
+// (written through BIAS_POINTER). bias_grad_out is used directly when it has
+// D's dtype and is 16-byte aligned, through an aligned scratch vector (then
+// copied) when it only is misaligned. Explicit fallback, same math (never a
+// change of semantics): when pre_act does not meet the aux rules, or
+// cuBLASLt's heuristic has no algorithm for the fused epilogue, the GEMM runs
+// with no epilogue into C, then the activation_backward kernel (C = C *
+// gelu'(pre_act), the CPU backend's exact sequence) and, for DGeluBGrad, the
+// bias_grad kernel (Overwrite). When bias_grad_out's dtype differs from D's
+// (say fp32 bias gradients of a bf16 C) the GEMM uses CUBLASLT_EPILOGUE_DGELU
+// and the bias_grad kernel sums the stored C in fp32 into bias_grad_out,
+// rather than rounding the gradient through D's 16-bit type.
+// Not mapped: BGRADA/BGRADB (see core/device.h for why BGradB is not offered).
+//
 // Strided batch (GemmArgs::batch > 1, the attention products). Every
 // layout gets CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = batch and
 // CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = its stride in elements, with
@@ -127,6 +149,8 @@ const char* epilogue_name(cublasLtEpilogue_t e) {
     case CUBLASLT_EPILOGUE_RELU_BIAS: return "RELU_BIAS";
     case CUBLASLT_EPILOGUE_GELU_BIAS: return "GELU_BIAS";
     case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+    case CUBLASLT_EPILOGUE_DGELU: return "DGELU";
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD: return "DGELU_BGRAD";
     default: return "?";
   }
 }
@@ -190,18 +214,29 @@ void check_args(const GemmArgs& g) {
           "gemm", "operand dtype does not match the compute mode");
   require(d_type_allowed(g.compute, g.c.dtype), "gemm",
           "C dtype must be fp32, or the operands' 16-bit type for fp16/bf16 compute");
-  require(g.epilogue == Epilogue::None || (is_float(g.bias.dtype) && g.bias.numel() == g.n), "gemm",
+  const bool backward = is_backward_epilogue(g.epilogue);
+  require(g.epilogue == Epilogue::None || backward || (is_float(g.bias.dtype) && g.bias.numel() == g.n), "gemm",
           "bias must be a float [n]");
-  // The Device contract (core/device.h), as the CPU backend checks it: an
-  // epilogue requires alpha == 1 and beta == 0 on every backend.
-  require(g.epilogue == Epilogue::None || (g.beta == 0.0f && g.alpha == 1.0f), "gemm",
-          "epilogues need alpha == 1 and beta == 0");
+  // The Device contract (core/device.h), as the CPU backend checks it: a
+  // forward epilogue requires alpha == 1 and beta == 0 on every backend; a
+  // backward one beta == 0.
+  require(g.epilogue == Epilogue::None || (g.beta == 0.0f && (backward || g.alpha == 1.0f)), "gemm",
+          backward ? "backward epilogues need beta == 0" : "epilogues need alpha == 1 and beta == 0");
+  if (backward) {
+    require(!g.pre_act.empty(), "gemm", "DGelu/DGeluBGrad need pre_act (the forward pre-activation) [m,n]");
+    require(g.pre_act.data != g.c.data, "gemm", "DGelu/DGeluBGrad: pre_act must not alias C");
+  }
+  require(g.epilogue == Epilogue::DGeluBGrad || g.bias_grad_out.empty(), "gemm",
+          "bias_grad_out is only written by Epilogue::DGeluBGrad");
+  if (g.epilogue == Epilogue::DGeluBGrad)
+    require(g.bias_grad_out.numel() == g.n && is_float(g.bias_grad_out.dtype) && g.bias_grad_out.data, "gemm",
+            "bias_grad_out must be a float [n]");
   require(g.pre_act.empty() || (g.pre_act.numel() == g.m * g.n && is_float(g.pre_act.dtype)), "gemm",
           "pre_act must be a float [m,n]");
   require(g.pre_act.data != g.c.data || g.pre_act.dtype == g.c.dtype, "gemm", "pre_act aliasing C must have C's dtype");
   require(g.a.data && g.b.data && g.c.data, "gemm", "null operand");
-  require(g.epilogue == Epilogue::None || g.bias.data, "gemm", "null bias");
-  for (const Tensor* t : {&g.a, &g.b, &g.c, &g.bias, &g.pre_act})
+  require(g.epilogue == Epilogue::None || backward || g.bias.data, "gemm", "null bias");
+  for (const Tensor* t : {&g.a, &g.b, &g.c, &g.bias, &g.pre_act, &g.bias_grad_out})
     require(t->data == nullptr || alignment_of(t->data) >= dtype_size(t->dtype), "gemm",
             "tensor not aligned to its element size");
 }
@@ -337,10 +372,13 @@ struct CublasLtGemm::Impl {
     if (handle) MPB_CUBLAS_REPORT(cublasLtDestroy(handle));
   }
 
-  Plan& plan(const Problem& p) {
+  // allow_missing: return nullptr (instead of throwing) when the heuristic
+  // finds no algorithm; the caller then runs its explicit fallback. Only the
+  // "no algorithm" outcome is tolerated: every other failure still throws.
+  Plan* plan(const Problem& p, bool allow_missing = false) {
     const PlanKey key = p.key();
     auto it = plans.find(key);
-    if (it != plans.end()) return *it->second;
+    if (it != plans.end()) return it->second.get();
 
     auto plan = std::make_unique<Plan>();
     MPB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute_type(p.compute), CUDA_R_32F));
@@ -381,6 +419,8 @@ struct CublasLtGemm::Impl {
     int found = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, plan->op, plan->a, plan->b, plan->d, plan->d,
                                                              pref.p, 1, &result, &found);
+    if (allow_missing && (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found <= 0)))
+      return nullptr;
     if (st != CUBLAS_STATUS_SUCCESS || found <= 0)
       throw DeviceError("gemm: cuBLASLt has no algorithm for " + p.describe() + " (cublasLtMatmulAlgoGetHeuristic: " +
                         cublasLtGetStatusString(st) + ", " + std::to_string(found) + " results)");
@@ -392,15 +432,21 @@ struct CublasLtGemm::Impl {
                         " bytes of workspace for " + p.describe());
     plan->algo = result.algo;
     plan->workspace = result.workspaceSize;
-    return *plans.emplace(key, std::move(plan)).first->second;
+    return plans.emplace(key, std::move(plan)).first->second.get();
   }
 
-  void matmul(const Problem& p) {
-    Plan& pl = plan(p);
-    set_pointers(pl.op, p);
-    MPB_CUBLAS_CHECK(cublasLtMatmul(handle, pl.op, &p.alpha, p.b, pl.a, p.a, pl.b, &p.beta, p.d, pl.d, p.d, pl.d,
-                                    &pl.algo, workspace.tensor().data, kWorkspaceBytes, dev.stream()));
+  // Runs p; false (nothing launched) only when allow_missing and cuBLASLt has
+  // no algorithm for it.
+  bool matmul(const Problem& p, bool allow_missing = false) {
+    Plan* pl = plan(p, allow_missing);
+    if (pl == nullptr) return false;
+    set_pointers(pl->op, p);
+    MPB_CUBLAS_CHECK(cublasLtMatmul(handle, pl->op, &p.alpha, p.b, pl->a, p.a, pl->b, &p.beta, p.d, pl->d, p.d, pl->d,
+                                    &pl->algo, workspace.tensor().data, kWorkspaceBytes, dev.stream()));
+    return true;
   }
+
+  void run_backward(const GemmArgs& g, Problem& p);
 };
 
 CublasLtGemm::CublasLtGemm(CudaDevice& device) : impl_(std::make_unique<Impl>(device)) {
@@ -447,6 +493,11 @@ void CublasLtGemm::run(const GemmArgs& g) {
     p.stride_c = g.stride_c;
   }
 
+  if (is_backward_epilogue(g.epilogue)) {
+    impl_->run_backward(g, p);
+    return;
+  }
+
   const bool act = g.epilogue == Epilogue::BiasRelu || g.epilogue == Epilogue::BiasGelu;
   const bool has_pre = !g.pre_act.empty();
   const Activation act_kind = g.epilogue == Epilogue::BiasGelu ? Activation::Gelu : Activation::Relu;
@@ -476,6 +527,8 @@ void CublasLtGemm::run(const GemmArgs& g) {
       p.epilogue = split_act ? CUBLASLT_EPILOGUE_BIAS
                              : (gelu_aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS);
       break;
+    case Epilogue::DGelu:
+    case Epilogue::DGeluBGrad: throw std::logic_error("gemm: backward epilogues are handled by run_backward");
   }
 
   if (g.epilogue != Epilogue::None) {
@@ -518,6 +571,43 @@ void CublasLtGemm::run(const GemmArgs& g) {
   }
   // Without an activation, pre_act (if given) is simply C.
   if (!act && has_pre && g.pre_act.data != g.c.data) dev.cast(g.pre_act, g.c);
+}
+
+// DGelu / DGeluBGrad (see the top of the file). p holds the plain problem
+// (operands, C, alpha, beta == 0, batch 1).
+void CublasLtGemm::Impl::run_backward(const GemmArgs& g, Problem& p) {
+  const bool bgrad = g.epilogue == Epilogue::DGeluBGrad;
+  const bool aux_ok = g.pre_act.dtype == g.c.dtype && g.n % 8 == 0 && alignment_of(g.pre_act.data) >= 16;
+  // DGELU_BGRAD writes the bias gradient in D's dtype: used only when
+  // bias_grad_out has it; otherwise DGELU and the bias_grad kernel.
+  const bool fused_bgrad = bgrad && g.bias_grad_out.dtype == g.c.dtype;
+  bool bias_in_scratch = false;
+  bool fused = false;
+  if (aux_ok) {
+    Problem f = p;
+    f.epilogue = fused_bgrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+    f.aux = g.pre_act.data;
+    f.aux_ld = g.n;
+    if (fused_bgrad) {
+      if (alignment_of(g.bias_grad_out.data) >= 16) {
+        f.bias = g.bias_grad_out.data;
+      } else {
+        f.bias = dev.scratch(kScratchGemmBias, static_cast<size_t>(g.n) * dtype_size(g.c.dtype));
+        bias_in_scratch = true;
+      }
+    }
+    fused = matmul(f, /*allow_missing=*/true);
+    if (fused && bias_in_scratch)
+      dev.copy(g.bias_grad_out, Tensor(const_cast<void*>(f.bias), g.c.dtype, Shape{g.n}));
+  }
+  if (!fused) {
+    // Explicit fallback, the same math as the epilogue: GEMM, then
+    // activation_backward in place on C, then (below) bias_grad.
+    p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    matmul(p);
+    dev.activation_backward(Activation::Gelu, g.c, g.c, g.pre_act);
+  }
+  if (bgrad && !(fused && fused_bgrad)) dev.bias_grad(g.bias_grad_out, g.c, GradMode::Overwrite);
 }
 
 std::string cublaslt_version_string() {

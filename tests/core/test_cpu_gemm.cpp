@@ -180,6 +180,8 @@ const char* epilogue_name(Epilogue e) {
     case Epilogue::Bias: return "Bias";
     case Epilogue::BiasRelu: return "BiasRelu";
     case Epilogue::BiasGelu: return "BiasGelu";
+    case Epilogue::DGelu: return "DGelu";
+    case Epilogue::DGeluBGrad: return "DGeluBGrad";
   }
   return "?";
 }
