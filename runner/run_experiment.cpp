@@ -58,9 +58,18 @@ std::optional<nlohmann::json> finished_cell(const std::string& path, const Cell&
   return std::nullopt;
 }
 
+// A cell id for the terminal table: long ones (an include with many keys)
+// keep their start and end; the files have the full id.
+std::string table_id(const std::string& id, size_t width) {
+  if (id.size() <= width) return id;
+  const size_t head = (width - 3) * 2 / 3, tail = width - 3 - head;
+  return id.substr(0, head) + "..." + id.substr(id.size() - tail);
+}
+
 void print_table(const std::vector<nlohmann::json>& cells) {
+  constexpr size_t kMaxWidth = 96;
   size_t w = 4;
-  for (const auto& c : cells) w = std::max(w, c.at("cell_id").get<std::string>().size());
+  for (const auto& c : cells) w = std::max(w, std::min(kMaxWidth, c.at("cell_id").get<std::string>().size()));
   std::printf("\n%-*s  %12s  %8s  %10s  %8s  %11s  %9s\n", int(w), "cell", "samples/s", "speedup", "step ms",
               "ceiling", "peak mem", "eval loss");
   for (const auto& c : cells) {
@@ -69,7 +78,7 @@ void print_table(const std::vector<nlohmann::json>& cells) {
     if (!s.at("speedup").is_null()) std::snprintf(speed, sizeof speed, "%.2fx", s.at("speedup").get<double>());
     if (!s.at("ceiling_fraction").is_null())
       std::snprintf(frac, sizeof frac, "%.0f%%", 100 * s.at("ceiling_fraction").get<double>());
-    std::printf("%-*s  %12.1f  %8s  %10.2f  %8s  %11s  %9.4f%s\n", int(w), c.at("cell_id").get<std::string>().c_str(),
+    std::printf("%-*s  %12.1f  %8s  %10.2f  %8s  %11s  %9.4f%s\n", int(w), table_id(c.at("cell_id"), w).c_str(),
                 s.at("samples_per_s").get<double>(), speed, s.at("step_time_ms").at("median").get<double>(), frac,
                 human_bytes(s.at("peak_memory_bytes").at("total").get<double>()).c_str(),
                 s.at("eval_loss").get<double>(), c.at("is_baseline").get<bool>() ? "  (baseline)" : "");
