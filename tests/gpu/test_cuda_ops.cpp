@@ -36,6 +36,8 @@
 #include "ops/activation.h"
 #include "ops/dtype_io.h"
 
+#include "tests/gpu/gpu_test_host.h"
+
 namespace mpb {
 namespace {
 
@@ -77,46 +79,11 @@ TEST(CudaAvailability, BadOrdinalThrowsDeviceError) {
 
 // ---- host tensors and comparisons ----------------------------------------------------
 
-struct Host {
-  DType dtype = DType::F32;
-  Shape shape;
-  std::vector<unsigned char> bytes;
-
-  Host() = default;
-  Host(DType t, Shape s) : dtype(t), shape(s), bytes(static_cast<size_t>(s.numel()) * dtype_size(t)) {}
-  int64_t numel() const { return shape.numel(); }
-  float get(int64_t i) const { return scalar::load_f32(bytes.data(), dtype, i); }
-  void set(int64_t i, float v) { scalar::store_f32(bytes.data(), dtype, i, v); }
-  int32_t label(int64_t i) const {
-    int32_t v;
-    std::memcpy(&v, bytes.data() + i * 4, 4);
-    return v;
-  }
-  void set_label(int64_t i, int32_t v) { std::memcpy(bytes.data() + i * 4, &v, 4); }
-};
-
-DeviceBuffer put(Device& dev, const Host& h, MemCategory cat = MemCategory::Activations) {
-  DeviceBuffer b = dev.alloc(h.shape, h.dtype, cat);
-  dev.upload(b, h.bytes.data());
-  return b;
-}
-
-Host fetch(Device& dev, const Tensor& t) {
-  Host h(t.dtype, t.shape);
-  dev.download(h.bytes.data(), t);
-  return h;
-}
-
-// Spacing of dtype t at |x| (subnormal spacing below the smallest normal).
-double ulp(DType t, double x) {
-  const int digits = t == DType::F16 ? 11 : (t == DType::BF16 ? 8 : 24);
-  const int min_exp = t == DType::F16 ? -14 : -126;
-  int e = 0;
-  std::frexp(std::max(std::fabs(x), std::ldexp(1.0, min_exp)), &e);  // |x| in [2^(e-1), 2^e)
-  return std::ldexp(1.0, e - digits);
-}
-// One ulp of a 16-bit destination (rounding-boundary straddle), 0 for fp32.
-double store_ulp(DType t, double x) { return t == DType::F32 ? 0.0 : ulp(t, x); }
+using gpu_test::fetch;
+using gpu_test::Host;
+using gpu_test::put;
+using gpu_test::store_ulp;
+using gpu_test::ulp;
 
 using Tol = std::function<double(int64_t i, double want)>;
 

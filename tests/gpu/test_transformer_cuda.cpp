@@ -43,35 +43,20 @@
 #include "ops/attention.h"
 #include "ops/dtype_io.h"
 
+#include "tests/gpu/gpu_test_host.h"
+
 namespace mpb {
 namespace {
 
 constexpr double kU = 0x1p-24;  // fp32 unit roundoff
 
-// ---- host tensors and comparisons (as in test_cuda_ops.cpp) ----------------------------------
+// ---- host tensors (tests/gpu/gpu_test_host.h) and comparisons ---------------------------------
 
-struct Host {
-  DType dtype = DType::F32;
-  Shape shape;
-  std::vector<unsigned char> bytes;
-
-  Host() = default;
-  Host(DType t, Shape s) : dtype(t), shape(s), bytes(static_cast<size_t>(s.numel()) * dtype_size(t)) {}
-  int64_t numel() const { return shape.numel(); }
-  float get(int64_t i) const { return scalar::load_f32(bytes.data(), dtype, i); }
-  void set(int64_t i, float v) { scalar::store_f32(bytes.data(), dtype, i, v); }
-  int32_t label(int64_t i) const {
-    int32_t v;
-    std::memcpy(&v, bytes.data() + i * 4, 4);
-    return v;
-  }
-  void set_label(int64_t i, int32_t v) { std::memcpy(bytes.data() + i * 4, &v, 4); }
-  std::vector<double> values() const {
-    std::vector<double> v(static_cast<size_t>(numel()));
-    for (int64_t i = 0; i < numel(); ++i) v[static_cast<size_t>(i)] = get(i);
-    return v;
-  }
-};
+using gpu_test::fetch;
+using gpu_test::Host;
+using gpu_test::put;
+using gpu_test::store_ulp;
+using gpu_test::ulp;
 
 Host ints(const std::vector<int32_t>& v, Shape s) {
   Host h(DType::I32, s);
@@ -79,28 +64,6 @@ Host ints(const std::vector<int32_t>& v, Shape s) {
   return h;
 }
 
-DeviceBuffer put(Device& dev, const Host& h, MemCategory cat = MemCategory::Activations) {
-  DeviceBuffer b = dev.alloc(h.shape, h.dtype, cat);
-  dev.upload(b, h.bytes.data());
-  return b;
-}
-
-Host fetch(Device& dev, const Tensor& t) {
-  Host h(t.dtype, t.shape);
-  dev.download(h.bytes.data(), t);
-  return h;
-}
-
-// Spacing of dtype t at |x| (subnormal spacing below the smallest normal).
-double ulp(DType t, double x) {
-  const int digits = t == DType::F16 ? 11 : (t == DType::BF16 ? 8 : 24);
-  const int min_exp = t == DType::F16 ? -14 : -126;
-  int e = 0;
-  std::frexp(std::max(std::fabs(x), std::ldexp(1.0, min_exp)), &e);
-  return std::ldexp(1.0, e - digits);
-}
-// One ulp of a 16-bit destination (rounding-boundary straddle), 0 for fp32.
-double store_ulp(DType t, double x) { return t == DType::F32 ? 0.0 : ulp(t, x); }
 // Half an ulp: the error of rounding an exact value to t.
 double half_ulp(DType t, double x) { return 0.5 * ulp(t, x); }
 
