@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/numerics.h"
 #include "tests/core/numerics_reference.h"
 
 namespace mpb::testref {
@@ -123,6 +124,29 @@ inline std::vector<double> download_values(Device& dev, const Tensor& t) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = t.dtype == DType::F16 ? half_value(h[i]) : bf16_value(h[i]);
   }
   return out;
+}
+
+// A float vector stored in `dt` (values first rounded to dt by core/numerics.h's
+// encoders, proven in test_numerics.cpp): the buffer and the exact stored values.
+struct Stored {
+  DeviceBuffer buf;
+  std::vector<double> value;
+};
+inline Stored store(Device& dev, const std::vector<float>& x, Shape shape, DType dt) {
+  Stored s;
+  s.value.resize(x.size());
+  if (dt == DType::F32) {
+    s.buf = upload(dev, x, shape, dt);
+    for (size_t i = 0; i < x.size(); ++i) s.value[i] = x[i];
+  } else {
+    std::vector<uint16_t> h(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      h[i] = dt == DType::F16 ? float_to_half_bits(x[i]) : float_to_bf16_bits(x[i]);
+      s.value[i] = dt == DType::F16 ? half_value(h[i]) : bf16_value(h[i]);
+    }
+    s.buf = upload(dev, h, shape, dt);
+  }
+  return s;
 }
 
 // ---- CPU features ------------------------------------------------------------------------

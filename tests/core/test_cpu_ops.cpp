@@ -44,29 +44,8 @@ uint32_t bits(float f) {
   return u;
 }
 
-// A float vector stored in `dt` (values are first rounded to dt by
-// core/numerics.h's encoders, proven in test_numerics.cpp); returns the buffer
-// and the exact stored values.
-struct Stored {
-  DeviceBuffer buf;
-  std::vector<double> value;
-};
-Stored store(Device& dev, const std::vector<float>& x, Shape shape, DType dt) {
-  Stored s;
-  s.value.resize(x.size());
-  if (dt == DType::F32) {
-    s.buf = testref::upload(dev, x, shape, dt);
-    for (size_t i = 0; i < x.size(); ++i) s.value[i] = x[i];
-  } else {
-    std::vector<uint16_t> h(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      h[i] = dt == DType::F16 ? float_to_half_bits(x[i]) : float_to_bf16_bits(x[i]);
-      s.value[i] = dt == DType::F16 ? testref::half_value(h[i]) : testref::bf16_value(h[i]);
-    }
-    s.buf = testref::upload(dev, h, shape, dt);
-  }
-  return s;
-}
+using testref::store;
+using testref::Stored;
 
 // The bits an fp32 value gets when stored in dt (fp32: its own bits).
 uint32_t stored_bits(float f, DType dt) {

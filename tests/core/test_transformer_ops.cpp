@@ -65,28 +65,8 @@ using namespace mpb;
 using testref::kU32;
 
 // ---- helpers ----------------------------------------------------------------------------------
-// A float vector stored in `dt` (rounded by core/numerics.h's encoders, proven
-// in test_numerics.cpp) and the exact stored values.
-struct Stored {
-  DeviceBuffer buf;
-  std::vector<double> value;
-};
-Stored store(Device& dev, const std::vector<float>& x, Shape shape, DType dt) {
-  Stored s;
-  s.value.resize(x.size());
-  if (dt == DType::F32) {
-    s.buf = testref::upload(dev, x, shape, dt);
-    for (size_t i = 0; i < x.size(); ++i) s.value[i] = x[i];
-  } else {
-    std::vector<uint16_t> h(x.size());
-    for (size_t i = 0; i < x.size(); ++i) {
-      h[i] = dt == DType::F16 ? float_to_half_bits(x[i]) : float_to_bf16_bits(x[i]);
-      s.value[i] = dt == DType::F16 ? testref::half_value(h[i]) : testref::bf16_value(h[i]);
-    }
-    s.buf = testref::upload(dev, h, shape, dt);
-  }
-  return s;
-}
+using testref::store;
+using testref::Stored;
 Stored store_values(Device& dev, const std::vector<double>& v, Shape shape, DType dt) {
   return store(dev, std::vector<float>(v.begin(), v.end()), shape, dt);
 }
