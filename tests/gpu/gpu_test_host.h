@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "core/device.h"
 #include "ops/dtype_io.h"
 
@@ -57,5 +59,17 @@ inline double ulp(DType t, double x) {
 }
 // One ulp of a 16-bit destination (rounding-boundary straddle), 0 for fp32.
 inline double store_ulp(DType t, double x) { return t == DType::F32 ? 0.0 : ulp(t, x); }
+
+// Bit-for-bit equality, element by element (NaN payloads included).
+inline ::testing::AssertionResult identical(const Host& a, const Host& b) {
+  if (a.dtype != b.dtype || a.bytes.size() != b.bytes.size()) return ::testing::AssertionFailure() << "layout differs";
+  const size_t es = dtype_size(a.dtype);
+  for (int64_t i = 0; i < a.numel(); ++i)
+    if (std::memcmp(a.bytes.data() + i * es, b.bytes.data() + i * es, es) != 0)
+      return ::testing::AssertionFailure() << "first difference at [" << i << "]: " << a.get(i) << " vs " << b.get(i);
+  return ::testing::AssertionSuccess();
+}
+
+inline constexpr DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 }  // namespace mpb::gpu_test

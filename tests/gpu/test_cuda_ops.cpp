@@ -81,6 +81,8 @@ TEST(CudaAvailability, BadOrdinalThrowsDeviceError) {
 
 using gpu_test::fetch;
 using gpu_test::Host;
+using gpu_test::identical;
+using gpu_test::kFloatTypes;
 using gpu_test::put;
 using gpu_test::store_ulp;
 using gpu_test::ulp;
@@ -112,18 +114,6 @@ using Tol = std::function<double(int64_t i, double want)>;
   return ::testing::AssertionFailure() << bad << " of " << want.numel() << " elements outside tolerance (worst "
                                        << worst << "x tol):" << msg.str();
 }
-
-::testing::AssertionResult identical(const Host& a, const Host& b) {
-  if (a.dtype != b.dtype || a.bytes.size() != b.bytes.size()) return ::testing::AssertionFailure() << "layout differs";
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    const size_t es = dtype_size(a.dtype);
-    if (std::memcmp(a.bytes.data() + i * es, b.bytes.data() + i * es, es) != 0)
-      return ::testing::AssertionFailure() << "first difference at [" << i << "]: " << a.get(i) << " vs " << b.get(i);
-  }
-  return ::testing::AssertionSuccess();
-}
-
-const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 // ---- the fixture ------------------------------------------------------------------------
 

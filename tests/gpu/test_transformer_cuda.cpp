@@ -54,6 +54,8 @@ constexpr double kU = 0x1p-24;  // fp32 unit roundoff
 
 using gpu_test::fetch;
 using gpu_test::Host;
+using gpu_test::identical;
+using gpu_test::kFloatTypes;
 using gpu_test::put;
 using gpu_test::store_ulp;
 using gpu_test::ulp;
@@ -107,22 +109,11 @@ using Tol = std::function<double(int64_t i, double want)>;
   return ::testing::AssertionFailure() << bad << " of " << ref.size() << " elements outside the bound:" << msg.str();
 }
 
-::testing::AssertionResult identical(const Host& a, const Host& b) {
-  if (a.dtype != b.dtype || a.bytes.size() != b.bytes.size()) return ::testing::AssertionFailure() << "layout differs";
-  const size_t es = dtype_size(a.dtype);
-  for (int64_t i = 0; i < a.numel(); ++i)
-    if (std::memcmp(a.bytes.data() + i * es, b.bytes.data() + i * es, es) != 0)
-      return ::testing::AssertionFailure() << "first difference at [" << i << "]: " << a.get(i) << " vs " << b.get(i);
-  return ::testing::AssertionSuccess();
-}
-
 int64_t count_nonfinite(const Host& h) {
   int64_t n = 0;
   for (int64_t i = 0; i < h.numel(); ++i) n += !std::isfinite(h.get(i));
   return n;
 }
-
-const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 // key_valid for B sequences of T keys: sequence 0 pads its last 3 keys,
 // sequence 1 keys 2 and T - 2 (padding inside and across tiles).
