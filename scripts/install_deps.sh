@@ -7,22 +7,34 @@ packages=(
   build-essential cmake git pkg-config
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libdnnl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake package (dnnl-config.cmake) calls find_package(OpenCL)
   python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-torch
   libopenblas0-pthread  # an optimised BLAS for PyTorch/numpy: the speed comparison's baseline is then fair
   chromium
 )
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
+find_missing() {
+  missing=()
+  local p
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+}
 
+find_missing
 if ((${#missing[@]})); then
   echo "install_deps: installing ${missing[*]}"
   sudo_cmd=()
   [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # apt-get can exit 0 when interrupted part-way: check that everything is there now.
+  find_missing
+  if ((${#missing[@]})); then
+    echo "install_deps: still not installed: ${missing[*]}" >&2
+    exit 1
+  fi
 else
   echo "install_deps: all packages present"
 fi

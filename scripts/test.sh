@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the whole test suite (CTest).
+# Installs what is missing, builds everything, and runs the whole test suite (CTest).
 # GPU tests (label `gpu`) skip cleanly on a machine without a CUDA device.
+# Arguments go to ctest, e.g. -L unit. Environment: as scripts/build.sh.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${MPB_BUILD_DIR:-$root/build}
+
+source "$root/scripts/lib/stage.sh"   # stage "NAME: what" COMMAND..., mmss SECONDS
+
 bash "$root/scripts/build.sh"
-ctest --test-dir "$build" --output-on-failure -j"$(nproc)" "$@"
+stage "testing: ctest ($(nproc) jobs)" \
+  ctest --test-dir "$build" --output-on-failure -j"$(nproc)" "$@"
+printf '\ntest: done in %s\n' "$(mmss $(($(date +%s) - MPB_T0)))"

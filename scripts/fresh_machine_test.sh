@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# The README's two commands on a fresh, minimal Debian 12 (bookworm), as a newcomer runs
+# them: debootstrap --variant=minbase builds a new root in a temporary directory, and inside
+# it, with chroot and as root,
+#   bash scripts/quickstart.sh --filter <one cell>      then      bash scripts/test.sh
+# with the CUDA backend forced on (this machine's /usr/local/cuda is bind-mounted, read-only)
+# and every warning an error, as in CI. Nothing is there but minbase and what the scripts
+# install, so a package missing from scripts/install_deps.sh makes this test fail; so does
+# a test that skips although it is not a GPU test (the Python tests skip, exit 77, when
+# torch or chromium is missing).
+#
+# The checkout's working tree is copied into the new root (tracked files as they are now,
+# uncommitted changes included, and untracked files that git does not ignore: no build/,
+# no results/). The build and the results stay inside the new root, which is removed at
+# the end, with everything mounted there unmounted first, on success, failure or Ctrl-C.
+#
+# Needs root (re-runs itself with sudo), debootstrap (installed with apt when missing) and
+# the Debian mirror that this machine's apt sources name (no host is written here).
+#
+# Environment:
+#   MPB_FRESH_MIRROR           Debian mirror (default: the one serving bookworm in
+#                              /etc/apt/sources.list or /etc/apt/sources.list.d/*)
+#   MPB_FRESH_SECURITY_MIRROR  security mirror (default: the one serving bookworm-security
+#                              there; none: no security suite)
+#   MPB_FRESH_FILTER           the quickstart cell(s) (default: one fp32 cell)
+#   MPB_FRESH_CACHE            cache directory (default: ~/.cache/mpbench; empty: no cache).
+#                              Holds the debootstrap tarball (rebuilt after
+#                              MPB_FRESH_CACHE_DAYS, default 7, days) and the .deb files apt
+#                              downloaded. Only downloads are cached: the root is new each
+#                              run, and apt reads fresh package lists.
+#   MPB_FRESH_TMPDIR           where the temporary root goes (default: /var/tmp)
+set -euo pipefail
+
+checkout=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+suite=bookworm
+variant=minbase
+filter=${MPB_FRESH_FILTER:-precision=fp32,fusion=off,loss_scale=none}
+
+if ((EUID != 0)); then
+  if command -v sudo >/dev/null; then
+    exec sudo -E bash "$checkout/scripts/fresh_machine_test.sh" "$@"
+  fi
+  echo "fresh_machine_test: needs root (mount, chroot, debootstrap)" >&2
+  exit 1
+fi
+
+t_start=$(date +%s)
+mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+say() { printf '\n#### fresh_machine_test [%s] %s\n' "$(mmss $(($(date +%s) - t_start)))" "$*"; }
+
+# ---- the mirror, from this machine's apt sources ------------------------------------------
+# Prints the first URI that serves suite $1 for `deb` in the one-line format
+# (sources.list, *.list) or in deb822 (*.sources).
+find_mirror() {
+  local want=$1 f type rest uri s
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [[ -f $f ]] || continue
+    while read -r type rest; do
+      [[ $type == deb ]] || continue
+      rest=$(sed -E 's/^\[[^]]*\][[:space:]]*//' <<<"$rest")  # [arch=... signed-by=...]
+      read -r uri s _ <<<"$rest"
+      if [[ $s == "$want" ]]; then
+        echo "${uri%/}"
+        return 0
+      fi
+    done <"$f"
+  done
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -f $f ]] || continue
+    uri=$(awk -v want="$want" '
+      function flush() {
+        if ((" " types " ") ~ / deb / && enabled != "no" && uris != "" &&
+            index(" " suites " ", " " want " ") > 0) { split(uris, u, " "); print u[1]; done = 1; exit }
+        types = uris = suites = enabled = last = ""
+      }
+      /^#/ { next }
+      /^[[:space:]]*$/ { flush(); next }
+      /^[[:space:]]/ {  # a continuation line
+        if (last == "uris") uris = uris " " $0
+        else if (last == "suites") suites = suites " " $0
+        next
+      }
+      {
+        i = index($0, ":"); if (i == 0) next
+        key = tolower(substr($0, 1, i - 1)); val = substr($0, i + 1)
+        gsub(/^[ \t]+|[ \t]+$/, "", val)
+        if (key == "types") types = val
+        else if (key == "uris") uris = val
+        else if (key == "suites") suites = val
+        else if (key == "enabled") enabled = tolower(val)
+        last = key
+      }
+      END { if (!done) flush() }' "$f")
+    if [[ -n $uri ]]; then
+      echo "${uri%/}"
+      return 0
+    fi
+  done
+  return 1
+}
+
+mirror=${MPB_FRESH_MIRROR:-$(find_mirror "$suite" || true)}
+if [[ -z $mirror ]]; then
+  echo "fresh_machine_test: no apt source for Debian $suite in /etc/apt/sources.list or" \
+    "/etc/apt/sources.list.d/; set MPB_FRESH_MIRROR" >&2
+  exit 1
+fi
+security=${MPB_FRESH_SECURITY_MIRROR:-$(find_mirror "$suite-security" || true)}
+[[ $security == none ]] && security=
+
+# ---- tools on this machine ------------------------------------------------------------------
+need=()
+command -v debootstrap >/dev/null || need+=(debootstrap)
+[[ -f /usr/share/keyrings/debian-archive-keyring.gpg ]] || need+=(debian-archive-keyring)
+if ((${#need[@]})); then
+  say "installing ${need[*]} on this machine"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+# ---- clean-up: unmount everything, then remove the root --------------------------------------
+tmproot=
+mounts=()
+cleanup() {
+  local rc=$? i p pids=()
+  trap - EXIT INT TERM HUP
+  set +e
+  if [[ -n $tmproot && -d $tmproot ]]; then
+    # Processes still running inside the root (after Ctrl-C, say) would keep mounts busy.
+    for p in /proc/[0-9]*; do
+      [[ $(readlink "$p/root" 2>/dev/null) == "$tmproot"/* ]] && pids+=("${p#/proc/}")
+    done
+    if ((${#pids[@]})); then
+      kill -TERM "${pids[@]}" 2>/dev/null
+      sleep 2
+      kill -KILL "${pids[@]}" 2>/dev/null
+    fi
+  fi
+  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
+    umount -R "${mounts[i]}" 2>/dev/null || umount -R -l "${mounts[i]}" ||
+      echo "fresh_machine_test: could not unmount ${mounts[i]}" >&2
+  done
+  if [[ -n $tmproot && -d $tmproot ]]; then
+    # Never rm -rf through a mount point (a bind-mounted /dev or cache would be emptied).
+    if findmnt -rn -o TARGET | awk -v r="$tmproot" 'index($0, r "/") == 1 || $0 == r { f = 1 } END { exit !f }'; then
+      echo "fresh_machine_test: something is still mounted under $tmproot; not removing it" >&2
+      ((rc)) || rc=1
+    else
+      rm -rf --one-file-system "$tmproot"
+      echo "fresh_machine_test: unmounted and removed $tmproot;" \
+        "$(mmss $(($(date +%s) - t_start))) in all"
+    fi
+  fi
+  ((rc == 0)) || echo "fresh_machine_test: FAILED (exit $rc) after $(mmss $(($(date +%s) - t_start)))" >&2
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+bind() {  # bind SOURCE TARGET [ro]
+  mkdir -p "$2"
+  mount --bind "$1" "$2"
+  mounts+=("$2")
+  mount --make-private "$2"
+  [[ ${3:-} == ro ]] && mount -o remount,bind,ro "$2"
+  return 0
+}
+
+tmproot=$(mktemp -d "${MPB_FRESH_TMPDIR:-/var/tmp}/mpbench-fresh.XXXXXX")
+chmod 755 "$tmproot"
+
+# ---- debootstrap ------------------------------------------------------------------------------
+say "debootstrap --variant=$variant $suite from $mirror into $tmproot"
+t=$(date +%s)
+cache=${MPB_FRESH_CACHE-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/mpbench}
+arch=$(dpkg --print-architecture 2>/dev/null || echo amd64)
+bootstrapped=
+if [[ -n $cache ]]; then
+  mkdir -p "$cache/apt-archives/partial"
+  tarball="$cache/debootstrap-$suite-$variant-$arch-$(tr -c 'A-Za-z0-9.\n' _ <<<"$mirror").tar.gz"
+  if [[ -f $tarball ]] && [[ -n $(find "$tarball" -mtime +"${MPB_FRESH_CACHE_DAYS:-7}") ]]; then
+    echo "the cached debootstrap tarball is older than ${MPB_FRESH_CACHE_DAYS:-7} days: making a new one"
+    rm -f "$tarball"
+  fi
+  if [[ ! -f $tarball ]]; then
+    scratch=$(mktemp -d "$tmproot/tarball.XXXXXX")
+    debootstrap --variant="$variant" --arch="$arch" --make-tarball="$tarball.part" \
+      "$suite" "$scratch" "$mirror"
+    mv "$tarball.part" "$tarball"
+    rm -rf "$scratch"
+  fi
+  if debootstrap --variant="$variant" --arch="$arch" --unpack-tarball="$tarball" \
+    "$suite" "$tmproot/root" "$mirror"; then
+    bootstrapped=1
+  else
+    echo "debootstrap from the cached tarball failed: removing it, bootstrapping from the mirror"
+    rm -f "$tarball"
+    rm -rf --one-file-system "$tmproot/root"
+  fi
+fi
+if [[ -z $bootstrapped ]]; then
+  debootstrap --variant="$variant" --arch="$arch" "$suite" "$tmproot/root" "$mirror"
+fi
+t_debootstrap=$(($(date +%s) - t))
+root=$tmproot/root
+
+# ---- the new machine: apt sources, DNS, no services, the checkout -----------------------------
+{
+  echo "deb $mirror $suite main"
+  echo "deb $mirror $suite-updates main"
+  [[ -z $security ]] || echo "deb $security $suite-security main"
+} >"$root/etc/apt/sources.list"
+rm -f "$root/etc/resolv.conf"
+cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"  # a chroot starts no daemons
+chmod 755 "$root/usr/sbin/policy-rc.d"
+
+mkdir -p "$root/src"
+if git -c safe.directory='*' -C "$checkout" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git -c safe.directory='*' -C "$checkout" ls-files -z --cached --others --exclude-standard |
+    (cd "$checkout" && while IFS= read -r -d '' f; do
+      [[ -e $f || -L $f ]] && printf '%s\0' "$f"  # a tracked file deleted in the work tree: gone
+    done) |
+    tar -C "$checkout" --null --files-from=- -cf - | tar -C "$root/src" -xf -
+else
+  tar -C "$checkout" --exclude='./build*' --exclude=./results -cf - . | tar -C "$root/src" -xf -
+fi
+echo "copied the working tree of $checkout into the new root ($(find "$root/src" -type f | wc -l) files)"
+
+bind /proc "$root/proc"
+bind /sys "$root/sys"
+mkdir -p "$root/dev"
+mount --rbind /dev "$root/dev"  # /dev/pts and /dev/shm too
+mounts+=("$root/dev")
+mount --make-rslave "$root/dev"  # unmounting it must not unmount the host's
+cuda=OFF
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  bind /usr/local/cuda "$root/usr/local/cuda" ro
+  cuda=ON
+else
+  echo "no CUDA toolkit at /usr/local/cuda on this machine: building without the CUDA backend"
+fi
+if [[ -n $cache ]]; then
+  bind "$cache/apt-archives" "$root/var/cache/apt/archives"
+fi
+
+# ---- the README's two commands, inside -------------------------------------------------------
+cat >"$root/fresh_machine_inner.sh" <<'EOF'
+#!/bin/bash
+set -euo pipefail
+cd /src
+mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+t0=$(date +%s)
+printf '\n#### inside: bash scripts/quickstart.sh %s\n' "$*"
+bash scripts/quickstart.sh "$@"
+if [[ ! -s $MPB_RESULTS_DIR/quickstart/report/index.html ]]; then
+  echo "fresh_machine_test: the quickstart wrote no $MPB_RESULTS_DIR/quickstart/report/index.html" >&2
+  exit 1
+fi
+t1=$(date +%s)
+printf '\n#### inside: bash scripts/test.sh\n'
+bash scripts/test.sh 2>&1 | tee /var/tmp/mpb-test.log
+t2=$(date +%s)
+# A test that skips here without being a GPU test lacks something install_deps.sh should install.
+ctest --test-dir "$MPB_BUILD_DIR" -N -L gpu | sed -nE 's/^ *Test +#[0-9]+: //p' | sort >/var/tmp/gpu-tests
+sed -nE 's/^[[:space:]]*[0-9]+ - (.*) \(Skipped\)$/\1/p' /var/tmp/mpb-test.log | sort >/var/tmp/skipped
+unexpected=$(comm -23 /var/tmp/skipped /var/tmp/gpu-tests)
+if [[ -n $unexpected ]]; then
+  echo "fresh_machine_test: tests that are not GPU tests skipped on the fresh machine" \
+    "(a package missing from scripts/install_deps.sh?):" >&2
+  echo "$unexpected" >&2
+  exit 1
+fi
+echo "$(mmss $((t1 - t0))) $(mmss $((t2 - t1)))" >/var/tmp/mpb-fresh-times
+EOF
+
+say "chroot: bash scripts/quickstart.sh --filter $filter; bash scripts/test.sh (MPB_CUDA=$cuda MPB_WERROR=ON)"
+envs=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
+  MPB_CUDA="$cuda" MPB_WERROR=ON MPB_BUILD_DIR=/var/tmp/mpb-build MPB_RESULTS_DIR=/var/tmp/mpb-results)
+for v in TERM CI http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+  [[ -n ${!v:-} ]] && envs+=("$v=${!v}")
+done
+chroot "$root" /usr/bin/env -i "${envs[@]}" /bin/bash /fresh_machine_inner.sh --filter "$filter" </dev/null
+if [[ -n $cache ]]; then
+  chroot "$root" apt-get autoclean -qq || true  # drop cached .debs the mirror no longer has
+fi
+
+read -r t_quick t_test <"$root/var/tmp/mpb-fresh-times"
+say "passed: debootstrap $(mmss "$t_debootstrap"), quickstart $t_quick (apt install, configure," \
+  "build runner, run, report), test.sh $t_test (configure, build the rest, ctest)," \
+  "total $(mmss $(($(date +%s) - t_start)))"
