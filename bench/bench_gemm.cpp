@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "core/cpu/cpu_device.h"
+#include "backends/cpu/cpu_device.h"
 #include "core/rng.h"
 
 namespace {

@@ -10,28 +10,24 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/cpu/cpu_device.h"
+#include "backends/cpu/cpu_device.h"
+#include "config/schema.h"
 #include "runner/ceiling.h"
 #include "runner/stats.h"
 #include "train/cell_factory.h"
 #include "train/trainer.h"
+#include "tests/models/model_test_helpers.h"
 
 namespace {
 
 using namespace mpb;
 
 CellConfig mlp_cell(const std::string& precision, bool fused) {
-  CellConfig c;
-  c.precision = precision;
-  c.fusion = fused ? "on" : "off";
-  c.batch_size = 256;
-  c.steps = 8;
-  c.warmup_steps = 2;
-  c.model.hidden_layers = 4;
-  c.model.width = 1024;
-  c.data.input_dim = 1024;
-  c.data.classes = 16;
-  c.data.eval_samples = 256;
+  CellConfig c = model_test::mlp_cell({/*hidden_layers=*/4, /*width=*/1024, /*input_dim=*/1024,
+                                       /*classes=*/16, /*batch_size=*/256, /*steps=*/8,
+                                       /*warmup_steps=*/2, /*eval_samples=*/256});
+  set_precision(c, precision);
+  c.fused = fused;
   return c;
 }
 

@@ -12,7 +12,16 @@ if(NOT MPB_CUDA STREQUAL "OFF")
     enable_language(CUDA)
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    # CMake 3.25.0 and 3.25.1 (Debian 12's) FindCUDAToolkit marks CUDA::nvToolsExt deprecated
+    # without checking that the target exists, and so fails ("set_property could not find
+    # TARGET CUDA::nvToolsExt") with a toolkit that has no libnvToolsExt (CUDA 13). It does
+    # that only when the project requires CMake >= 3.25: not for this call.
+    set(MPB_SAVED_MINIMUM_REQUIRED_VERSION ${CMAKE_MINIMUM_REQUIRED_VERSION})
+    if(CMAKE_VERSION VERSION_LESS 3.26)
+      set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
+    endif()
     find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_MINIMUM_REQUIRED_VERSION ${MPB_SAVED_MINIMUM_REQUIRED_VERSION})
     set(MPB_HAVE_CUDA ON)
     find_library(MPB_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
     if(MPB_CUDNN_LIBRARY)

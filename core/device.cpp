@@ -44,49 +44,4 @@ DeviceBuffer Device::alloc(Shape shape, DType dtype, MemCategory category) {
   return DeviceBuffer(this, view, category, bytes);
 }
 
-// The transformer ops' defaults: a clear error naming the op and the backend.
-namespace {
-[[noreturn]] void missing(const Device& d, const char* op) {
-  throw DeviceError(std::string(op) + " is not implemented on the " + d.info().kind + " device");
-}
-}  // namespace
-
-void Device::add(const Tensor&, const Tensor&, const Tensor&) { missing(*this, "add"); }
-void Device::layernorm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                               const Tensor&, float) {
-  missing(*this, "layernorm_forward");
-}
-void Device::residual_layernorm_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                        const Tensor&, const Tensor&, const Tensor&, float) {
-  missing(*this, "residual_layernorm_forward");
-}
-void Device::layernorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                const Tensor&, const Tensor&, const Tensor&, GradMode, GradMode) {
-  missing(*this, "layernorm_backward");
-}
-void Device::split_heads(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { missing(*this, "split_heads"); }
-void Device::merge_qkv_grads(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
-  missing(*this, "merge_qkv_grads");
-}
-void Device::merge_heads(const Tensor&, const Tensor&) { missing(*this, "merge_heads"); }
-void Device::split_heads_grad(const Tensor&, const Tensor&) { missing(*this, "split_heads_grad"); }
-void Device::masked_softmax_forward(const Tensor&, const Tensor&, const Tensor&, float, float) {
-  missing(*this, "masked_softmax_forward");
-}
-void Device::softmax_backward(const Tensor&, const Tensor&, const Tensor&, float) { missing(*this, "softmax_backward"); }
-void Device::attention_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                               const Tensor&, float, float) {
-  missing(*this, "attention_forward");
-}
-void Device::attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float,
-                                float) {
-  missing(*this, "attention_backward");
-}
-void Device::embedding_forward(const Tensor&, const Tensor&, const Tensor&) { missing(*this, "embedding_forward"); }
-void Device::embedding_backward(const Tensor&, const Tensor&, const Tensor&, GradMode) {
-  missing(*this, "embedding_backward");
-}
-void Device::dropout(const Tensor&, const Tensor&, float, uint64_t) { missing(*this, "dropout"); }
-
 }  // namespace mpb

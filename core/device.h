@@ -153,6 +153,22 @@ struct DeviceInfo {
   std::vector<std::pair<std::string, std::string>> versions;  // library -> version
 };
 
+// The Device. Every public op is non-virtual: it checks its arguments
+// against the rules written next to it (in core/device_checks.cpp, the only
+// place they are checked) and then calls the backend's protected *_impl, which
+// never sees a call that breaks them. A broken rule throws
+// std::invalid_argument "<op>: <argument> ..." before anything has run.
+// Backends check only their own limits (each is marked "backend limit" in the
+// backend's files), and errors in data only the device reads (labels, ids) as
+// the op says.
+//
+// Rules of every op (not repeated below):
+// - "float" is fp32, fp16 or bf16 (is_float); ids, labels and key_valid are int32.
+// - A tensor with elements has non-null data.
+// - "[rows]"/"[cols]" compare an element count with Tensor::rows()/cols() of
+//   the named tensor (its matrix view); "x's shape" is an equal Shape.
+// - Aliasing (an output on an input's memory) is promised or forbidden per
+//   op where it is said; the forbidden cases are checked, others are not.
 class Device {
  public:
   virtual ~Device() = default;
@@ -161,122 +177,210 @@ class Device {
   // --- memory -------------------------------------------------------------
   DeviceBuffer alloc(Shape shape, DType dtype, MemCategory category);
   MemoryTracker& memory() { return tracker_; }
-  virtual void upload(const Tensor& dst, const void* host_src) = 0;  // dst.bytes() bytes
-  virtual void download(void* host_dst, const Tensor& src) = 0;
-  virtual void copy(const Tensor& dst, const Tensor& src) = 0;  // same dtype and numel
+  // dst.bytes() bytes; host pointers must not be null when there are bytes.
+  void upload(const Tensor& dst, const void* host_src);
+  void download(void* host_dst, const Tensor& src);
+  void copy(const Tensor& dst, const Tensor& src);  // same dtype and numel
 
   // --- timing ---------------------------------------------------------------
   virtual void synchronize() = 0;
   virtual std::unique_ptr<DeviceTimer> make_timer() = 0;
 
   // --- GEMM -----------------------------------------------------------------
-  virtual void gemm(const GemmArgs& args) = 0;
+  // Rules (GemmArgs, Epilogue): m, n, k > 0 and batch >= 1.
+  // - batch == 1: a, b, c hold m*k, k*n, m*n elements (strides are ignored).
+  //   batch > 1: every stride >= its matrix's size (gaps allowed; no overlap
+  //   or broadcast), every operand holds (batch-1)*stride + size elements,
+  //   no epilogue and no pre_act.
+  // - a and b share a dtype: fp32 for F32/TF32, fp16 for F16, bf16 for BF16;
+  //   c is fp32 or (F16/BF16) the operands' dtype.
+  // - Forward epilogues: bias float [n], alpha == 1, beta == 0.
+  //   Backward epilogues: beta == 0, no bias, pre_act given and not C's memory.
+  // - pre_act, when given, is float [m,n]; sharing C's memory, it has C's dtype.
+  // - bias_grad_out only with DGeluBGrad, and then float [n].
+  // - Every tensor's data is aligned to its element size.
+  // A compute mode this device reports "unsupported" throws DeviceError.
+  void gemm(const GemmArgs& args);
   // "native" when the hardware computes this mode, "emulated" when operands are
   // rounded to the format and multiplied in fp32 (what tensor cores compute),
   // "unsupported" when this device can't run it.
   virtual std::string gemm_support(GemmCompute c) const = 0;
 
   // --- element-wise ----------------------------------------------------------
-  virtual void fill(const Tensor& t, float value) = 0;
-  virtual void cast(const Tensor& dst, const Tensor& src) = 0;  // any float dtypes, same numel
-  virtual void scale(const Tensor& t, float factor) = 0;        // in place
-  // y[r,:] += bias for every row r (bias [cols], any float dtype).
-  virtual void add_bias(const Tensor& y, const Tensor& bias) = 0;
-  virtual void activation_forward(Activation act, const Tensor& out, const Tensor& in) = 0;
+  // Float tensors; inputs and outputs have the same element count.
+  void fill(const Tensor& t, float value);
+  void cast(const Tensor& dst, const Tensor& src);  // any float dtypes, same numel
+  void scale(const Tensor& t, float factor);        // in place
+  // y[r,:] += bias for every row r (bias [cols of y], any float dtype).
+  void add_bias(const Tensor& y, const Tensor& bias);
+  void activation_forward(Activation act, const Tensor& out, const Tensor& in);
   // din = dout * act'(pre_act)
-  virtual void activation_backward(Activation act, const Tensor& din, const Tensor& dout, const Tensor& pre_act) = 0;
-  // db[c] (+)= sum over rows of dy[r,c], summed in fp32; db any float dtype.
-  virtual void bias_grad(const Tensor& db, const Tensor& dy, GradMode mode) = 0;
+  void activation_backward(Activation act, const Tensor& din, const Tensor& dout, const Tensor& pre_act);
+  // db[c] (+)= sum over rows of dy[r,c], summed in fp32; db [cols of dy], any float dtype.
+  void bias_grad(const Tensor& db, const Tensor& dy, GradMode mode);
 
   // --- losses ----------------------------------------------------------------
-  // Softmax cross-entropy over rows of logits [B,C] with int32 labels [B].
-  // Unfused: forward writes probs [B,C] fp32 and returns the summed loss;
-  // backward writes dlogits = (probs - onehot) * grad_scale.
-  virtual double softmax_xent_forward(const Tensor& probs, const Tensor& logits, const Tensor& labels) = 0;
-  virtual void softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
-                                     float grad_scale) = 0;
-  // Fused: one pass per row computes the loss and dlogits; no probs buffer.
-  virtual double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
-                                    float grad_scale) = 0;
+  // Softmax cross-entropy over rows of float logits [B,C] with int32 labels
+  // [B]; the output (probs / dlogits) has the logits' element count.
+  // A label < 0 marks an ignored row (no loss, zero gradient, not counted); a
+  // label >= C is an error in the data: the CPU throws std::out_of_range
+  // before writing, the CUDA backend raises DeviceError at the next
+  // synchronising call.
+  // Unfused: forward writes probs [B,C] fp32 (in place over the logits only
+  // when they are fp32) and returns the summed loss; backward reads fp32 probs
+  // and writes float dlogits = (probs - onehot) * grad_scale.
+  double softmax_xent_forward(const Tensor& probs, const Tensor& logits, const Tensor& labels);
+  void softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& labels, float grad_scale);
+  // Fused: one pass per row computes the loss and float dlogits; no probs
+  // buffer. dlogits may overwrite the logits if it has their dtype.
+  double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const Tensor& labels, float grad_scale);
   // Number of rows whose argmax equals the label.
-  virtual int64_t count_correct(const Tensor& logits, const Tensor& labels) = 0;
+  int64_t count_correct(const Tensor& logits, const Tensor& labels);
 
   // --- reductions ------------------------------------------------------------
   // sum_squares of the finite elements, within 2^-19 relative (fp32 partial
   // sums are allowed: it feeds gradient norms and clipping), nonfinite exact.
-  virtual TensorStats stats(const Tensor& t) = 0;
-  virtual ExponentHistogram exponent_histogram(const Tensor& t, int lo, int nbins) = 0;
+  TensorStats stats(const Tensor& t);
+  ExponentHistogram exponent_histogram(const Tensor& t, int lo, int nbins);  // nbins >= 1
 
   // --- transformer ops (BERT) ---------------------------------------------------
-  // Added for the BERT model; a backend that lacks one throws DeviceError
-  // naming it (never a silent fallback). Shapes: B batch, T tokens, H heads,
-  // D head dim, C = H*D hidden, V vocabulary. Activations in any float dtype,
-  // statistics (mean, rstd, lse) fp32, ids/labels int32.
+  // Shapes: B batch, T tokens, H heads, D head dim, C = H*D hidden, V
+  // vocabulary. Activations in any float dtype, statistics (mean, rstd, lse)
+  // fp32, ids/labels/key_valid int32.
   //
   // out = a + b, any float dtypes, same element count.
-  virtual void add(const Tensor& out, const Tensor& a, const Tensor& b);
-  // LayerNorm over the last dimension; mean and rstd [rows] are saved for the
-  // backward pass. gamma/beta [C] in the parameter dtype.
-  virtual void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                                 const Tensor& gamma, const Tensor& beta, float eps);
+  void add(const Tensor& out, const Tensor& a, const Tensor& b);
+  // LayerNorm over the last dimension of a non-empty x; out has x's shape;
+  // mean and rstd fp32 [rows of x] are saved for the backward pass; gamma and
+  // beta [cols of x] in the parameter dtype.
+  void layernorm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                         const Tensor& gamma, const Tensor& beta, float eps);
   // Fused: sum = a + b (stored: it is the next residual and the backward's
-  // input), out = LayerNorm(sum), in one pass.
-  virtual void residual_layernorm_forward(const Tensor& out, const Tensor& sum, const Tensor& mean,
-                                          const Tensor& rstd, const Tensor& a, const Tensor& b, const Tensor& gamma,
-                                          const Tensor& beta, float eps);
-  // dx is written (Overwrite) or added to (Accumulate: a residual branch's
-  // gradient); dgamma/dbeta follow param_mode.
-  virtual void layernorm_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& dout,
-                                  const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& gamma,
-                                  GradMode dx_mode, GradMode param_mode);
-  // [B,T,3,H,D] (one QKV projection) <-> three [B,H,T,D] tensors.
-  virtual void split_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv);
-  virtual void merge_qkv_grads(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv);
-  // [B,H,T,D] <-> [B,T,H,D] (= [B*T, C] for the output projection).
-  virtual void merge_heads(const Tensor& out, const Tensor& in);
-  virtual void split_heads_grad(const Tensor& din, const Tensor& dout);
+  // input), out = LayerNorm(sum), in one pass. a and b have sum's element
+  // count; out must not share sum's memory (both are outputs).
+  void residual_layernorm_forward(const Tensor& out, const Tensor& sum, const Tensor& mean, const Tensor& rstd,
+                                  const Tensor& a, const Tensor& b, const Tensor& gamma, const Tensor& beta,
+                                  float eps);
+  // dx and dout have x's shape, dgamma and dbeta [cols of x]. dx is written
+  // (Overwrite) or added to (Accumulate: a residual branch's gradient);
+  // dgamma/dbeta follow param_mode.
+  void layernorm_backward(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& dout,
+                          const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& gamma,
+                          GradMode dx_mode, GradMode param_mode);
+  // [B,T,3,H,D] (one QKV projection) <-> three [B,H,T,D] tensors of one shape
+  // and dtype. The packed tensor is [B*T, 3C], [B,T,3C] or [B,T,3,C].
+  void split_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv);
+  void merge_qkv_grads(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+  // [B,H,T,D] <-> [B,T,H,D] (= [B*T, C] or [B,T,C] for the output
+  // projection). A permutation: the two tensors must not share memory.
+  void merge_heads(const Tensor& out, const Tensor& in);
+  void split_heads_grad(const Tensor& din, const Tensor& dout);
   // Unfused attention's softmax over the last dim of scores [B,H,T,T]:
   // probs = softmax(scale * scores + mask), where mask[b, j] = 0 for a real
   // key and mask_value (finite, safe in the compute dtype: see
-  // core/precision.h) for padding; key_valid int32 [B,T] is 1 or 0.
-  virtual void masked_softmax_forward(const Tensor& probs, const Tensor& scores, const Tensor& key_valid, float scale,
-                                      float mask_value);
-  // dscores = scale * probs * (dprobs - sum_j probs * dprobs)
-  virtual void softmax_backward(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs, float scale);
+  // core/precision.h) for padding; key_valid int32 [B,T] is 1 or 0. probs has
+  // the scores' shape.
+  void masked_softmax_forward(const Tensor& probs, const Tensor& scores, const Tensor& key_valid, float scale,
+                              float mask_value);
+  // dscores = scale * probs * (dprobs - sum_j probs * dprobs); three
+  // non-empty tensors of one shape.
+  void softmax_backward(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs, float scale);
   // Fused attention (flash-style: tiled, online softmax, no [T,T] matrix
-  // stored): out [B,H,T,D], lse [B,H,T] fp32 (log-sum-exp per query, saved
-  // for the backward pass, which recomputes the probabilities).
-  virtual void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                                 const Tensor& v, const Tensor& key_valid, float scale, float mask_value);
-  virtual void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
-                                  const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                                  const Tensor& v, const Tensor& key_valid, float scale, float mask_value);
+  // stored): q [B,H,Tq,D], k and v [B,H,Tk,D] (one dtype, no dimension 0),
+  // key_valid int32 [B,Tk], out [B,H,Tq,D], lse [B,H,Tq] fp32 (log-sum-exp per
+  // query, saved for the backward pass, which recomputes the probabilities).
+  // Backward: dout and dq have q's shape, dk and dv k's.
+  void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& key_valid, float scale, float mask_value);
+  void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                          const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& key_valid, float scale, float mask_value);
   // out[i,:] = table[ids[i], :]; backward adds rows of dout into dtable
-  // (deterministically: the same sum order on every run).
-  virtual void embedding_forward(const Tensor& out, const Tensor& table, const Tensor& ids);
-  virtual void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& ids, GradMode mode);
+  // (deterministically: the same sum order on every run). The table is at
+  // least 2-D with out's (dout's) columns; ids int32 [rows of out]; dout must
+  // not share dtable's memory. An id outside [0, rows of the table) is found
+  // in the data: the CPU throws std::out_of_range before writing, the CUDA
+  // backend raises DeviceError at the next synchronising call.
+  void embedding_forward(const Tensor& out, const Tensor& table, const Tensor& ids);
+  void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& ids, GradMode mode);
   // Inverted dropout with a counter-based RNG: element i is kept iff
-  // hash(seed, i) >= p * 2^32, and scaled by 1/(1-p). The backward pass is
-  // the same call on the gradient (same seed): no mask is stored.
-  virtual void dropout(const Tensor& out, const Tensor& in, float p, uint64_t seed);
+  // hash(seed, i) >= p * 2^32, and scaled by 1/(1-p); p in [0, 1). The
+  // backward pass is the same call on the gradient (same seed): no mask is
+  // stored.
+  void dropout(const Tensor& out, const Tensor& in, float p, uint64_t seed);
 
   // --- optimizers (fp32 master weights and state) ------------------------------
   // Parameters are fp32 master weights, or half when a policy has none
   // (apex O3: each update is rounded to half); gradients any float dtype;
-  // state always fp32. grads are multiplied by grad_scale first (unscaling
-  // and clipping folded in). fused: one pass per element over (param, grad, m, v); unfused: one
-  // pass per update equation, as a framework without a fused optimizer runs.
+  // state always fp32; all with the parameters' element count. grads are
+  // multiplied by grad_scale first (unscaling and clipping folded in). fused:
+  // one pass per element over (param, grad, m, v); unfused: one pass per
+  // update equation, as a framework without a fused optimizer runs.
   // Both give bit-identical results (same per-element arithmetic).
-  // param_copy (optional, may be empty): a copy of the parameters in another
-  // dtype (the compute copy, or O2's half model weights) that the fused
-  // update also writes in the same pass, as a fused mixed-precision optimizer
-  // does; empty: the caller refreshes copies itself.
-  virtual void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                          const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy) = 0;
-  virtual void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
-                        float grad_scale) = 0;
+  // param_copy (optional, may be empty): a float copy of the parameters in
+  // another dtype (the compute copy, or O2's half model weights) that the
+  // fused update also writes in the same pass, as a fused mixed-precision
+  // optimizer does; empty: the caller refreshes copies itself.
+  // AdamWHyper::step is 1-based (>= 1).
+  void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWHyper& h,
+                  float grad_scale, bool fused, const Tensor& param_copy);
+  void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
+                float grad_scale);
 
  protected:
+  // The backends' implementations, one per public op above (whose comment
+  // is the contract). Each is called only by that op, after its checks.
+  virtual void upload_impl(const Tensor& dst, const void* host_src) = 0;
+  virtual void download_impl(void* host_dst, const Tensor& src) = 0;
+  virtual void copy_impl(const Tensor& dst, const Tensor& src) = 0;
+  virtual void gemm_impl(const GemmArgs& args) = 0;
+  virtual void fill_impl(const Tensor& t, float value) = 0;
+  virtual void cast_impl(const Tensor& dst, const Tensor& src) = 0;
+  virtual void scale_impl(const Tensor& t, float factor) = 0;
+  virtual void add_bias_impl(const Tensor& y, const Tensor& bias) = 0;
+  virtual void activation_forward_impl(Activation act, const Tensor& out, const Tensor& in) = 0;
+  virtual void activation_backward_impl(Activation act, const Tensor& din, const Tensor& dout,
+                                        const Tensor& pre_act) = 0;
+  virtual void bias_grad_impl(const Tensor& db, const Tensor& dy, GradMode mode) = 0;
+  virtual double softmax_xent_forward_impl(const Tensor& probs, const Tensor& logits, const Tensor& labels) = 0;
+  virtual void softmax_xent_backward_impl(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
+                                          float grad_scale) = 0;
+  virtual double softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
+                                         float grad_scale) = 0;
+  virtual int64_t count_correct_impl(const Tensor& logits, const Tensor& labels) = 0;
+  virtual TensorStats stats_impl(const Tensor& t) = 0;
+  virtual ExponentHistogram exponent_histogram_impl(const Tensor& t, int lo, int nbins) = 0;
+  virtual void add_impl(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  virtual void layernorm_forward_impl(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                                      const Tensor& gamma, const Tensor& beta, float eps) = 0;
+  virtual void residual_layernorm_forward_impl(const Tensor& out, const Tensor& sum, const Tensor& mean,
+                                               const Tensor& rstd, const Tensor& a, const Tensor& b,
+                                               const Tensor& gamma, const Tensor& beta, float eps) = 0;
+  virtual void layernorm_backward_impl(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                       const Tensor& dout, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                       const Tensor& gamma, GradMode dx_mode, GradMode param_mode) = 0;
+  virtual void split_heads_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv) = 0;
+  virtual void merge_qkv_grads_impl(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv) = 0;
+  virtual void merge_heads_impl(const Tensor& out, const Tensor& in) = 0;
+  virtual void split_heads_grad_impl(const Tensor& din, const Tensor& dout) = 0;
+  virtual void masked_softmax_forward_impl(const Tensor& probs, const Tensor& scores, const Tensor& key_valid,
+                                           float scale, float mask_value) = 0;
+  virtual void softmax_backward_impl(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs,
+                                     float scale) = 0;
+  virtual void attention_forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                                      const Tensor& v, const Tensor& key_valid, float scale, float mask_value) = 0;
+  virtual void attention_backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                                       const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                                       const Tensor& v, const Tensor& key_valid, float scale, float mask_value) = 0;
+  virtual void embedding_forward_impl(const Tensor& out, const Tensor& table, const Tensor& ids) = 0;
+  virtual void embedding_backward_impl(const Tensor& dtable, const Tensor& dout, const Tensor& ids,
+                                       GradMode mode) = 0;
+  virtual void dropout_impl(const Tensor& out, const Tensor& in, float p, uint64_t seed) = 0;
+  virtual void adamw_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                               const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy) = 0;
+  virtual void sgd_step_impl(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
+                             const SgdHyper& h, float grad_scale) = 0;
+
   friend class DeviceBuffer;
   virtual void* raw_alloc(size_t bytes) = 0;
   virtual void raw_free(void* ptr) = 0;

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/strings.h"
+
 namespace mpb {
 
 namespace {
@@ -38,11 +40,6 @@ PrecisionPolicy make(const std::string& name, DType param, bool master, DType co
   p.output = output;
   p.gemm = gemm_for(compute);
   return p;
-}
-
-std::string trim(const std::string& s) {
-  size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
-  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
 
 const char* kAccepted =

@@ -16,7 +16,8 @@
 //             embedding (logits = h . E^T + bias[V]); softmax cross-entropy
 //             over every position, labels < 0 ignored.
 //
-// Precision follows the policy like the MLP (models/mlp.cpp): GEMMs read a
+// Precision follows the policy as in every model (weights in a ParamStore,
+// models/param_store.h; linear layers through models/linear.h): GEMMs read a
 // compute-dtype copy of the weights, activations are stored in the compute
 // dtype, LayerNorm statistics and attention log-sum-exps in fp32, logits in
 // the output dtype, gradients in the parameters' dtype.
@@ -24,8 +25,8 @@
 // Gradient checkpointing (Chen et al. 2016) keeps only segment inputs and
 // recomputes a segment's forward during the backward pass; the activation
 // buffers are sized for what the policy keeps, so the allocated (and
-// measured) activation memory really falls. See make_bert's notes in
-// bert.cpp for the exact layout.
+// measured) activation memory really falls. See BertActivations in
+// models/bert_layout.h for the exact layout.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,7 @@
 
 #include "core/precision.h"
 #include "models/model.h"
+#include "models/options.h"
 
 namespace mpb {
 
@@ -49,9 +51,9 @@ struct BertConfig {
   float dropout = 0.0f;  // hidden and attention-probability dropout (0: the ops are skipped)
   float ln_eps = 1e-12f;  // requested; the model uses layernorm_eps(compute dtype, ln_eps)
   bool fused = false;     // GEMM bias/GELU epilogues, fused attention, residual+LayerNorm, fused loss
-  std::string checkpointing = "off";  // off | every_layer | every_k | sqrt
-  int checkpoint_k = 2;               // layers per segment for every_k
-  bool pad_vocab = false;             // round the vocabulary up to a multiple of 8 (extra rows are never input ids)
+  CheckpointPolicy checkpointing = CheckpointPolicy::Off;
+  int checkpoint_k = 2;    // layers per segment for every_k
+  bool pad_vocab = false;  // round the vocabulary up to a multiple of 8 (extra rows are never input ids)
 
   int ffn_dim() const { return ffn > 0 ? ffn : 4 * hidden; }
   int model_vocab() const { return pad_vocab ? (vocab + 7) / 8 * 8 : vocab; }
@@ -64,7 +66,7 @@ struct BertConfig {
 BertConfig bert_preset(const std::string& size);
 
 // Throws std::invalid_argument when the config can't be built (hidden not
-// divisible by heads, an unknown checkpointing mode, ...).
+// divisible by heads, checkpoint_k < 1 for every_k, ...).
 void validate_bert(const BertConfig& cfg);
 
 // Layers per checkpoint segment: `layers` when checkpointing is off (one

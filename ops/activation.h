@@ -1,5 +1,5 @@
 // Activation functions and their derivatives: the scalar core shared by the
-// CPU ops (ops/cpu/elementwise.cpp) and the CUDA kernels (ops/cuda/*.cu).
+// CPU ops (backends/cpu/elementwise.cpp) and the CUDA kernels (backends/cuda/*.cu).
 #pragma once
 
 #include <cmath>

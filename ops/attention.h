@@ -1,4 +1,4 @@
-// Attention pieces shared by the CPU ops (ops/cpu/attention.cpp) and the
+// Attention pieces shared by the CPU ops (backends/cpu/attention.cpp) and the
 // CUDA kernels: the mask rule, the softmax element math, the online
 // (flash-style) softmax recurrences and their backward.
 //

@@ -1,5 +1,5 @@
 // Inverted dropout with a counter-based RNG, shared by the CPU op
-// (ops/cpu/transformer.cpp) and the CUDA kernel: no state, no stored mask.
+// (backends/cpu/transformer.cpp) and the CUDA kernel: no state, no stored mask.
 // Element i (the flat index into the tensor) of a call with `seed` is kept
 // iff dropout_bits(seed, i) >= dropout_threshold(p), and then multiplied by
 // dropout_scale(p) = 1/(1-p) (fp32); dropped elements are exactly 0 (even

@@ -1,4 +1,4 @@
-// LayerNorm pieces shared by the CPU ops (ops/cpu/transformer.cpp) and the
+// LayerNorm pieces shared by the CPU ops (backends/cpu/transformer.cpp) and the
 // CUDA kernels. Statistics are always fp32, whatever the storage dtype.
 //
 // Forward, per row x[0..C):

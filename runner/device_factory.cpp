@@ -1,8 +1,8 @@
 #include "runner/device_factory.h"
 
-#include "core/cpu/cpu_device.h"
+#include "backends/cpu/cpu_device.h"
 #ifdef MPB_HAVE_CUDA
-#include "core/cuda/cuda_device.h"
+#include "backends/cuda/cuda_device.h"
 #endif
 
 namespace mpb {

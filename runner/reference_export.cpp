@@ -129,7 +129,7 @@ void export_reference(const ExperimentConfig& exp, const Cell& cell, const std::
                                              GradMode::Overwrite);
   const Tensor logits = model->logits();
   if (logits.empty())
-    throw std::runtime_error("model '" + cfg.model.kind + "' has no logits() (needed for the reference export)");
+    throw std::runtime_error("model '" + config_value_string(cfg, "model.kind") + "' has no logits() (needed for the reference export)");
   SafetensorsWriter res;
   res.set_metadata("format", "mpbench-reference-results");
   res.set_metadata("cell", cell_meta);
@@ -173,11 +173,11 @@ void export_reference(const ExperimentConfig& exp, const Cell& cell, const std::
   meta["steps"] = kReferenceSteps;
   meta["batch_size"] = B;
   meta["config"] = cell_config_to_json(cfg);
-  meta["model"] = {{"kind", cfg.model.kind}, {"describe", describe}};
+  meta["model"] = {{"kind", config_value_string(cfg, "model.kind")}, {"describe", describe}};
   nlohmann::json params = nlohmann::json::array();
   for (const ParamInfo& p : info) params.push_back({{"name", p.name}, {"shape", dims(p.shape)}});
   meta["params"] = params;
-  meta["data"] = {{"kind", cfg.data.kind},
+  meta["data"] = {{"kind", config_value_string(cfg, "data.kind")},
                   {"row_width", data->row_width()},
                   {"labels_per_sample", per},
                   {"inputs", b1.ids.empty() ? "x" : (b1.mask.empty() ? "ids" : "ids+mask")}};

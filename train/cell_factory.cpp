@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "core/precision.h"
+#include "config/schema.h"
 #include "models/bert.h"
 #include "models/mlm_data.h"
 #include "models/mlp.h"
@@ -12,9 +12,15 @@ namespace mpb {
 
 namespace {
 
+// The configuration checks (config/schema.h: the one place that knows them), for
+// configurations that did not come through the loader (benchmarks, tests).
+void check(const CellConfig& cfg) {
+  if (const auto problem = check_cell_config(cfg)) throw std::invalid_argument(problem->message);
+}
+
 // The vocabulary the data source produces (the model's embedding rows).
 int token_vocab(const CellConfig& cfg) {
-  if (cfg.data.kind == "text") return 256 + MlmData::kSpecials;  // byte-level
+  if (cfg.data.kind == DataKind::Text) return 256 + MlmData::kSpecials;  // byte-level
   return cfg.data.vocab;  // markov: data.vocab includes the 4 special tokens
 }
 
@@ -32,11 +38,11 @@ BertConfig bert_config(const CellConfig& cfg) {
   c.ffn = cfg.model.ffn;  // 0: 4 x hidden, also after hidden is overridden
   c.vocab = token_vocab(cfg);
   c.seq_len = cfg.model.seq_len;
-  c.pre_ln = cfg.model.pre_ln == "on";
+  c.pre_ln = cfg.model.pre_ln;
   c.dropout = float(cfg.model.dropout);
-  c.pad_vocab = cfg.model.pad_vocab == "on";
+  c.pad_vocab = cfg.model.pad_vocab;
   c.ln_eps = float(cfg.model.ln_eps);
-  c.fused = cfg.fusion == "on";
+  c.fused = cfg.fused;
   c.checkpointing = cfg.checkpointing;
   c.checkpoint_k = cfg.checkpoint_k;
   validate_bert(c);
@@ -46,35 +52,41 @@ BertConfig bert_config(const CellConfig& cfg) {
 }  // namespace
 
 std::unique_ptr<Model> build_model(Device& dev, const CellConfig& cfg, uint64_t seed) {
+  check(cfg);
   const int64_t micro = cfg.batch_size / cfg.accumulation;
-  if (cfg.model.kind == "mlp") {
-    if (cfg.checkpointing != "off")
-      throw std::invalid_argument("checkpointing '" + cfg.checkpointing + "' is implemented for BERT, not the MLP");
-    MlpConfig m;
-    m.input_dim = cfg.data.input_dim;
-    m.width = cfg.model.width;
-    m.hidden_layers = cfg.model.hidden_layers;
-    m.classes = cfg.data.classes;
-    m.activation = cfg.model.activation == "relu" ? Activation::Relu : Activation::Gelu;
-    m.init_scale = cfg.model.init_scale;
-    m.fused = cfg.fusion == "on";
-    return make_mlp(dev, m, resolve_policy(cfg.precision), micro, seed);
+  switch (cfg.model.kind) {
+    case ModelKind::Mlp: {
+      MlpConfig m;
+      m.input_dim = cfg.data.input_dim;
+      m.width = cfg.model.width;
+      m.hidden_layers = cfg.model.hidden_layers;
+      m.classes = cfg.data.classes;
+      m.activation = cfg.model.activation;
+      m.init_scale = cfg.model.init_scale;
+      m.fused = cfg.fused;
+      return make_mlp(dev, m, cfg.policy, micro, seed);
+    }
+    case ModelKind::Bert:
+      return make_bert(dev, bert_config(cfg), cfg.policy, micro, seed);
   }
-  if (cfg.model.kind == "bert") return make_bert(dev, bert_config(cfg), resolve_policy(cfg.precision), micro, seed);
-  throw std::invalid_argument("model.kind '" + cfg.model.kind + "' has no builder");
+  throw std::invalid_argument("model.kind has no builder");
 }
 
 std::unique_ptr<Dataset> build_dataset(const CellConfig& cfg, uint64_t seed) {
-  if (cfg.data.kind == "teacher")
-    return std::make_unique<TeacherData>(seed, cfg.data.input_dim, cfg.data.classes, cfg.data.teacher_hidden);
-  if (cfg.data.kind == "markov")
-    return std::make_unique<MlmData>(MlmData::synthetic(seed, cfg.data.vocab - MlmData::kSpecials, mlm_options(cfg)));
-  if (cfg.data.kind == "text") return std::make_unique<MlmData>(MlmData::from_text(cfg.data.path, seed, mlm_options(cfg)));
-  throw std::invalid_argument("data.kind '" + cfg.data.kind + "' has no builder");
+  check(cfg);
+  switch (cfg.data.kind) {
+    case DataKind::Teacher:
+      return std::make_unique<TeacherData>(seed, cfg.data.input_dim, cfg.data.classes, cfg.data.teacher_hidden);
+    case DataKind::Markov:
+      return std::make_unique<MlmData>(MlmData::synthetic(seed, cfg.data.vocab - MlmData::kSpecials, mlm_options(cfg)));
+    case DataKind::Text:
+      return std::make_unique<MlmData>(MlmData::from_text(cfg.data.path, seed, mlm_options(cfg)));
+  }
+  throw std::invalid_argument("data.kind has no builder");
 }
 
 std::vector<std::string> cell_warnings(const CellConfig& cfg) {
-  if (cfg.model.kind != "bert") return {};
+  if (cfg.model.kind != ModelKind::Bert) return {};
   return bert_warnings(bert_config(cfg), cfg.batch_size / cfg.accumulation);
 }
 

@@ -11,10 +11,12 @@
 #include "core/device.h"
 #include "models/dataset.h"
 #include "models/model.h"
-#include "runner/config.h"
+#include "config/cell_config.h"
 
 namespace mpb {
 
+// Each throws std::invalid_argument for a configuration that check_cell_config
+// (config/schema.h) rejects, with its message.
 // Micro-batch = batch_size / accumulation; `seed` initialises the weights.
 std::unique_ptr<Model> build_model(Device& dev, const CellConfig& cfg, uint64_t seed);
 // `seed` draws the training batches; the held-out set never depends on it.

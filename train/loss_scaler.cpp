@@ -5,13 +5,13 @@
 namespace mpb {
 
 LossScaler::LossScaler(const LossScaleConfig& cfg) : cfg_(cfg), hysteresis_left_(cfg.hysteresis) {
-  if (cfg.mode == "static") scale_ = cfg.value;
-  else if (cfg.mode == "dynamic") scale_ = std::clamp(cfg.init, cfg.min > 0 ? cfg.min : 0.0, cfg.max > 0 ? cfg.max : cfg.init);
+  if (cfg.mode == LossScaleMode::Static) scale_ = cfg.value;
+  else if (cfg.mode == LossScaleMode::Dynamic) scale_ = std::clamp(cfg.init, cfg.min > 0 ? cfg.min : 0.0, cfg.max > 0 ? cfg.max : cfg.init);
   else scale_ = 1.0;
 }
 
 bool LossScaler::update(bool finite) {
-  if (cfg_.mode != "dynamic") return !finite;
+  if (cfg_.mode != LossScaleMode::Dynamic) return !finite;
   if (finite) {
     // GradScaler: grow after growth_interval consecutive finite steps.
     if (++good_steps_ >= cfg_.growth_interval) {

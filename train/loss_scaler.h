@@ -10,7 +10,7 @@
 //           every time.
 #pragma once
 
-#include "runner/config.h"
+#include "config/cell_config.h"
 
 namespace mpb {
 

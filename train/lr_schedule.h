@@ -4,10 +4,10 @@
 // (non-finite) step does not advance the schedule, as with GradScaler.
 #pragma once
 
-#include <string>
+#include "config/cell_config.h"
 
 namespace mpb {
 
-double scheduled_lr(double lr, int warmup, const std::string& decay, long long step, long long steps);
+double scheduled_lr(double lr, int warmup, LrDecay decay, long long step, long long steps);
 
 }  // namespace mpb

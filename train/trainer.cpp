@@ -1,23 +1,27 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
+#include <thread>
 
 #include "core/numerics.h"
 #include "train/lr_schedule.h"
 
 namespace mpb {
 
-Trainer::Trainer(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg)
-    : dev_(dev), model_(model), data_(data), cfg_(cfg), scaler_(cfg.loss_scale) {
+Trainer::Trainer(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg, const TrainOptions& opt)
+    : dev_(dev), model_(model), data_(data), cfg_(cfg), opt_(opt), scaler_(cfg.loss_scale) {
   if (model.micro_batch() * cfg.accumulation != cfg.batch_size)
     throw std::invalid_argument("Trainer: micro-batch x accumulation != batch_size");
   // Optimizer state: fp32, one flat buffer per moment, matching the flat parameters.
   const Shape s = model.params().shape;
   m_ = dev.alloc(s, DType::F32, MemCategory::Optimizer);
   dev.fill(m_, 0.0f);
-  if (cfg.optimizer.kind == "adamw") {
+  if (cfg.optimizer.kind == OptimizerKind::Lamb)
+    throw std::invalid_argument("Trainer: optimizer.kind lamb is not supported yet");
+  if (cfg.optimizer.kind == OptimizerKind::AdamW) {
     v_ = dev.alloc(s, DType::F32, MemCategory::Optimizer);
     dev.fill(v_, 0.0f);
   }
@@ -124,12 +128,12 @@ void Trainer::step(int step) {
     ++applied_;
     const float lr = float(scheduled_lr(o.lr, o.warmup, o.decay, applied_, cfg_.steps));
     bool copies_written = false;
-    if (o.kind == "sgd") {
+    if (o.kind == OptimizerKind::Sgd) {
       dev_.sgd_step(model_.params(), model_.grads(), m_, SgdHyper{lr, float(o.momentum), float(o.weight_decay)},
                     grad_scale);
     } else {
       const AdamWHyper h{lr, float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), applied_};
-      if (cfg_.fusion == "on") {  // fused: one pass over every parameter, writing the compute copy too
+      if (cfg_.fused) {  // fused: one pass over every parameter, writing the compute copy too
         const Tensor copy = model_.weight_copy();
         dev_.adamw_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, true, copy);
         copies_written = !copy.empty();
@@ -144,6 +148,8 @@ void Trainer::step(int step) {
     }
     if (!copies_written) model_.load_compute_weights();
   }
+  if (opt_.inject_step_delay_ms > 0)  // the device keeps running queued work meanwhile; the timer sees the wait
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt_.inject_step_delay_ms));
   timer_->stop();
 
   const double ms = timer_->elapsed_ms();
@@ -191,8 +197,8 @@ void Trainer::warm_up() {
 }
 
 RunRecord train(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg,
-                const StepCallback& on_step) {
-  Trainer t(dev, model, data, cfg);
+                const StepCallback& on_step, const TrainOptions& opt) {
+  Trainer t(dev, model, data, cfg, opt);
   t.warm_up();
   for (int step = 1; step <= cfg.steps; ++step) {
     t.step(step);

@@ -13,7 +13,7 @@
 #include "core/device.h"
 #include "models/model.h"
 #include "models/dataset.h"
-#include "runner/config.h"
+#include "config/cell_config.h"
 #include "train/loss_scaler.h"
 
 namespace mpb {
@@ -47,10 +47,19 @@ struct RunRecord {
   double flops_per_step = 0.0;
 };
 
+// Testing aids that are not part of a cell's configuration (not in its JSON
+// or hash); the runner records them in the manifest so that a result made
+// with one can never pass for a real measurement.
+struct TrainOptions {
+  // Sleep this long inside every timed step: a planted, known slowdown for
+  // testing the regression gate end to end (runner --inject-step-delay-ms).
+  double inject_step_delay_ms = 0.0;
+};
+
 // One training run, step by step (tests drive it directly; train() loops).
 class Trainer {
  public:
-  Trainer(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg);
+  Trainer(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg, const TrainOptions& opt = {});
   ~Trainer();
   // An untimed forward/backward that leaves no trace (see trainer.cpp).
   void warm_up();
@@ -71,6 +80,7 @@ class Trainer {
   Model& model_;
   const Dataset& data_;
   CellConfig cfg_;
+  TrainOptions opt_;
   LossScaler scaler_;
   DeviceBuffer m_, v_, y_;
   std::unique_ptr<DeviceTimer> timer_;
@@ -87,6 +97,6 @@ using StepCallback = std::function<void(int step, const RunRecord&)>;
 // Trains `model` for cfg.steps optimizer steps on `data`, evaluating every
 // cfg.eval_every steps and at the end.
 RunRecord train(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg,
-                const StepCallback& on_step = {});
+                const StepCallback& on_step = {}, const TrainOptions& opt = {});
 
 }  // namespace mpb

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "ops/approx_math.h"
-#include "tests/core/reference.h"
+#include "opcheck/reference.h"
 
 namespace {
 

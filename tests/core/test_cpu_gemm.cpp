@@ -49,14 +49,15 @@
 #include <tuple>
 #include <vector>
 
-#include "core/cpu/cpu_device.h"
+#include "backends/cpu/cpu_device.h"
 #include "core/numerics.h"
-#include "tests/core/reference.h"
+#include "opcheck/host.h"
+#include "opcheck/reference.h"
 
 namespace {
 
 using namespace mpb;
-using testref::kU32;
+using opcheck::kU32;
 
 // fp32 evaluation error of 0.5 x (1 + tanh(c (x + a x^3))): the tanh error
 // (<= 2e-7 absolute for ours, see test_approx_math.cpp) times 0.5|x|, plus
@@ -87,7 +88,7 @@ struct Operand {
 };
 
 Operand make_operand(size_t n, GemmCompute compute, uint64_t seed) {
-  std::vector<float> x = testref::random_nonzero(n, seed);
+  std::vector<float> x = opcheck::random_nonzero(n, seed);
   Operand o;
   o.value.resize(n);
   switch (compute) {
@@ -107,45 +108,41 @@ Operand make_operand(size_t n, GemmCompute compute, uint64_t seed) {
       }
       break;
     case GemmCompute::F16:
+    case GemmCompute::BF16: {
+      const bool half = compute == GemmCompute::F16;
       o.b16.resize(n);
       for (size_t i = 0; i < n; ++i) {
-        o.b16[i] = float_to_half_bits(x[i]);
-        o.value[i] = testref::half_value(o.b16[i]);
+        o.b16[i] = half ? float_to_half_bits(x[i]) : float_to_bf16_bits(x[i]);
+        o.value[i] = half ? opcheck::half_value(o.b16[i]) : opcheck::bf16_value(o.b16[i]);
       }
       break;
-    case GemmCompute::BF16:
-      o.b16.resize(n);
-      for (size_t i = 0; i < n; ++i) {
-        o.b16[i] = float_to_bf16_bits(x[i]);
-        o.value[i] = testref::bf16_value(o.b16[i]);
-      }
-      break;
+    }
   }
   return o;
 }
 
 DeviceBuffer upload_operand(Device& dev, const Operand& o, Shape shape, DType dt) {
-  return dt == DType::F32 ? testref::upload(dev, o.f32, shape, dt) : testref::upload(dev, o.b16, shape, dt);
+  return dt == DType::F32 ? opcheck::upload(dev, o.f32, shape, dt) : opcheck::upload(dev, o.b16, shape, dt);
 }
 
 // A [m,n] buffer of dtype `dt` holding `values` (exactly representable in dt).
 DeviceBuffer upload_values(Device& dev, const std::vector<double>& values, Shape shape, DType dt) {
   if (dt == DType::F32) {
     std::vector<float> h(values.begin(), values.end());
-    return testref::upload(dev, h, shape, dt);
+    return opcheck::upload(dev, h, shape, dt);
   }
   std::vector<uint16_t> h(values.size());
   for (size_t i = 0; i < h.size(); ++i) {
     const float f = static_cast<float>(values[i]);
     h[i] = dt == DType::F16 ? float_to_half_bits(f) : float_to_bf16_bits(f);
   }
-  return testref::upload(dev, h, shape, dt);
+  return opcheck::upload(dev, h, shape, dt);
 }
 
 DeviceBuffer nan_filled(Device& dev, Shape shape, DType dt) {
   const auto n = static_cast<size_t>(shape.numel());
-  if (dt == DType::F32) return testref::upload(dev, std::vector<float>(n, std::nanf("")), shape, dt);
-  return testref::upload(dev, std::vector<uint16_t>(n, dt == DType::F16 ? 0x7E00 : 0x7FC0), shape, dt);
+  if (dt == DType::F32) return opcheck::upload(dev, std::vector<float>(n, std::nanf("")), shape, dt);
+  return opcheck::upload(dev, std::vector<uint16_t>(n, dt == DType::F16 ? 0x7E00 : 0x7FC0), shape, dt);
 }
 
 // The float64 GEMM: P = op(A) op(B) and S = op(|A|) op(|B|) (for the bound).
@@ -172,18 +169,6 @@ Product reference_gemm(const std::vector<double>& a, const std::vector<double>& 
     }
   }
   return r;
-}
-
-const char* epilogue_name(Epilogue e) {
-  switch (e) {
-    case Epilogue::None: return "None";
-    case Epilogue::Bias: return "Bias";
-    case Epilogue::BiasRelu: return "BiasRelu";
-    case Epilogue::BiasGelu: return "BiasGelu";
-    case Epilogue::DGelu: return "DGelu";
-    case Epilogue::DGeluBGrad: return "DGeluBGrad";
-  }
-  return "?";
 }
 
 struct Shape3 {
@@ -214,17 +199,17 @@ TEST_P(GemmVsReference, AllEpiloguesAndAccumulation) {
   // half parameters are; values bf16-representable so both hold them exactly.
   std::vector<double> bias_host(static_cast<size_t>(n));
   {
-    const std::vector<float> r = testref::random_nonzero(bias_host.size(), seed + 3);
-    for (size_t j = 0; j < bias_host.size(); ++j) bias_host[j] = testref::bf16_value(float_to_bf16_bits(r[j]));
+    const std::vector<float> r = opcheck::random_nonzero(bias_host.size(), seed + 3);
+    for (size_t j = 0; j < bias_host.size(); ++j) bias_host[j] = opcheck::bf16_value(float_to_bf16_bits(r[j]));
   }
   // C0 for accumulation: random values exactly representable in every C dtype used.
   std::vector<double> c0(static_cast<size_t>(m * n));
   {
-    const std::vector<float> r = testref::random_nonzero(c0.size(), seed + 4);
-    for (size_t i = 0; i < c0.size(); ++i) c0[i] = testref::bf16_value(float_to_bf16_bits(r[i]));
+    const std::vector<float> r = opcheck::random_nonzero(c0.size(), seed + 4);
+    for (size_t i = 0; i < c0.size(); ++i) c0[i] = opcheck::bf16_value(float_to_bf16_bits(r[i]));
   }
   for (size_t i = 0; i < c0.size(); ++i) {  // bf16 values with |x| in [0.1, 1] fit fp16 exactly too
-    ASSERT_EQ(testref::half_value(float_to_half_bits(static_cast<float>(c0[i]))), c0[i]);
+    ASSERT_EQ(opcheck::half_value(float_to_half_bits(static_cast<float>(c0[i]))), c0[i]);
   }
 
   std::vector<DType> c_dtypes{DType::F32};
@@ -244,7 +229,7 @@ TEST_P(GemmVsReference, AllEpiloguesAndAccumulation) {
   for (DType c_dt : c_dtypes) {
     for (const Case& cs : cases) {
       SCOPED_TRACE(std::string("C ") + dtype_name(c_dt) + ", alpha " + std::to_string(cs.alpha) + ", beta " +
-                   std::to_string(cs.beta) + ", epilogue " + epilogue_name(cs.epi) +
+                   std::to_string(cs.beta) + ", epilogue " + opcheck::epilogue_name(cs.epi) +
                    (cs.pre ? ", with pre_act" : ", no pre_act"));
       const Shape cshape{m, n};
       DeviceBuffer c = cs.beta != 0.0f ? upload_values(*dev, c0, cshape, c_dt) : nan_filled(*dev, cshape, c_dt);
@@ -262,8 +247,8 @@ TEST_P(GemmVsReference, AllEpiloguesAndAccumulation) {
       if (cs.pre) g.pre_act = pre;
       dev->gemm(g);
 
-      const std::vector<double> got_c = testref::download_values(*dev, c);
-      const std::vector<double> got_pre = cs.pre ? testref::download_values(*dev, pre) : std::vector<double>{};
+      const std::vector<double> got_c = opcheck::download_values(*dev, c);
+      const std::vector<double> got_pre = cs.pre ? opcheck::download_values(*dev, pre) : std::vector<double>{};
       const bool has_bias = cs.epi != Epilogue::None;
       const bool act = cs.epi == Epilogue::BiasRelu || cs.epi == Epilogue::BiasGelu;
       int bad = 0;
@@ -275,15 +260,15 @@ TEST_P(GemmVsReference, AllEpiloguesAndAccumulation) {
           const double pre_ref = cs.alpha * ref.p[idx] + beta_c + bj;
           const double acc_tol =
               static_cast<double>(k + 5) * kU32 * (std::fabs(cs.alpha) * ref.s[idx] + std::fabs(beta_c) + std::fabs(bj));
-          const double pre_tol = acc_tol + testref::half_ulp_of(c_dt, std::fabs(pre_ref) + acc_tol);
+          const double pre_tol = acc_tol + opcheck::half_ulp_of(c_dt, std::fabs(pre_ref) + acc_tol);
           double out_ref = pre_ref, out_tol = pre_tol;
           if (cs.epi == Epilogue::BiasRelu) {
             out_ref = pre_ref > 0 ? pre_ref : 0.0;
           } else if (cs.epi == Epilogue::BiasGelu) {
-            out_ref = testref::gelu(pre_ref);
+            out_ref = opcheck::gelu(pre_ref);
             const double x_max = std::fabs(pre_ref) + pre_tol;
-            const double t = testref::kGeluLipschitz * pre_tol + kGeluEvalAbs + kGeluEvalRel * x_max;
-            out_tol = t + testref::half_ulp_of(c_dt, std::fabs(out_ref) + t);
+            const double t = opcheck::kGeluLipschitz * pre_tol + kGeluEvalAbs + kGeluEvalRel * x_max;
+            out_tol = t + opcheck::half_ulp_of(c_dt, std::fabs(out_ref) + t);
           }
           const double err = std::fabs(got_c[idx] - out_ref);
           if (!(err <= out_tol)) {
@@ -304,7 +289,7 @@ TEST_P(GemmVsReference, AllEpiloguesAndAccumulation) {
               // a wrong GELU shows, the accumulation bound above being wider).
               if (c_dt == DType::F32) {
                 const double x = got_pre[idx];
-                const double a_ref = cs.epi == Epilogue::BiasGelu ? testref::gelu(x) : (x > 0 ? x : 0.0);
+                const double a_ref = cs.epi == Epilogue::BiasGelu ? opcheck::gelu(x) : (x > 0 ? x : 0.0);
                 const double a_tol = cs.epi == Epilogue::BiasGelu ? kGeluEvalAbs + kGeluEvalRel * std::fabs(x) : 0.0;
                 if (!(std::fabs(got_c[idx] - a_ref) <= a_tol)) {
                   ADD_FAILURE() << "C[" << i << "," << j << "] = " << got_c[idx] << " is not act(pre_act = " << x
@@ -362,12 +347,12 @@ TEST(CpuGemm, Tf32IsRoundingOfOperandsBitExact) {
   // 1025, 1025, 1026; RNE 1024, 1025, 1026; truncation 1024, 1024, 1025),
   // then random values with (almost surely) non-zero low mantissa bits.
   std::vector<float> av{1024.5f, 1024.75f, 1025.5f};
-  for (float x : testref::random_nonzero(29, 77)) av.push_back(x);
+  for (float x : opcheck::random_nonzero(29, 77)) av.push_back(x);
   std::vector<float> bv{1.0f};
-  for (float x : testref::random_nonzero(16, 78)) bv.push_back(x);
+  for (float x : opcheck::random_nonzero(16, 78)) bv.push_back(x);
   const int64_t m = static_cast<int64_t>(av.size()), n = static_cast<int64_t>(bv.size());
-  DeviceBuffer a = testref::upload(*dev, av, Shape{m, 1}, DType::F32);
-  DeviceBuffer b = testref::upload(*dev, bv, Shape{1, n}, DType::F32);
+  DeviceBuffer a = opcheck::upload(*dev, av, Shape{m, 1}, DType::F32);
+  DeviceBuffer b = opcheck::upload(*dev, bv, Shape{1, n}, DType::F32);
   DeviceBuffer c32 = dev->alloc(Shape{m, n}, DType::F32, MemCategory::Activations);
   DeviceBuffer ctf = dev->alloc(Shape{m, n}, DType::F32, MemCategory::Activations);
   GemmArgs g;
@@ -379,8 +364,8 @@ TEST(CpuGemm, Tf32IsRoundingOfOperandsBitExact) {
   g.c = ctf;
   g.compute = GemmCompute::TF32;
   dev->gemm(g);
-  const auto r32 = testref::download<float>(*dev, c32);
-  const auto rtf = testref::download<float>(*dev, ctf);
+  const auto r32 = opcheck::download<float>(*dev, c32);
+  const auto rtf = opcheck::download<float>(*dev, ctf);
 
   EXPECT_EQ(rtf[0 * n], 1025.0f);
   EXPECT_EQ(rtf[1 * n], 1025.0f);
@@ -410,8 +395,8 @@ TEST(CpuGemm, AlphaIsPartOfThePrimitive) {
   auto dev = make_cpu_device();
   const std::vector<float> av{1.0f, -1.5f, 0.75f, 1.25f};
   const std::vector<float> bv{1.0f, 0.5f, -1.75f};
-  DeviceBuffer a = testref::upload(*dev, av, Shape{4, 1}, DType::F32);
-  DeviceBuffer b = testref::upload(*dev, bv, Shape{1, 3}, DType::F32);
+  DeviceBuffer a = opcheck::upload(*dev, av, Shape{4, 1}, DType::F32);
+  DeviceBuffer b = opcheck::upload(*dev, bv, Shape{1, 3}, DType::F32);
   DeviceBuffer c = dev->alloc(Shape{4, 3}, DType::F32, MemCategory::Activations);
   // 1 + 2^-20 and 1 + 2^-19 print as "1" with 6 significant digits; so do
   // 0.1234567 vs 0.1234568 as "0.123457".
@@ -422,7 +407,7 @@ TEST(CpuGemm, AlphaIsPartOfThePrimitive) {
     g.a = a, g.b = b, g.c = c;
     g.alpha = alpha;
     dev->gemm(g);
-    const auto r = testref::download<float>(*dev, c);
+    const auto r = opcheck::download<float>(*dev, c);
     for (size_t i = 0; i < 4; ++i)
       for (size_t j = 0; j < 3; ++j) {
         // a*b has <= 6 significant bits, alpha <= 24: the double product rounds once.
@@ -437,19 +422,19 @@ TEST(CpuGemm, AlphaIsPartOfThePrimitive) {
 // silently computed as alpha * (A B + bias). Exact small integers.
 TEST(CpuGemm, EpilogueContract) {
   auto dev = make_cpu_device();
-  DeviceBuffer a = testref::upload(*dev, std::vector<float>{1.0f, 2.0f}, Shape{2, 1}, DType::F32);
-  DeviceBuffer b = testref::upload(*dev, std::vector<float>{1.0f, 0.5f, 0.25f}, Shape{1, 3}, DType::F32);
-  DeviceBuffer bias = testref::upload(*dev, std::vector<float>{10.0f, 20.0f, 30.0f}, Shape{3}, DType::F32);
+  DeviceBuffer a = opcheck::upload(*dev, std::vector<float>{1.0f, 2.0f}, Shape{2, 1}, DType::F32);
+  DeviceBuffer b = opcheck::upload(*dev, std::vector<float>{1.0f, 0.5f, 0.25f}, Shape{1, 3}, DType::F32);
+  DeviceBuffer bias = opcheck::upload(*dev, std::vector<float>{10.0f, 20.0f, 30.0f}, Shape{3}, DType::F32);
   DeviceBuffer c = dev->alloc(Shape{2, 3}, DType::F32, MemCategory::Activations);
   for (Epilogue e : {Epilogue::Bias, Epilogue::BiasRelu, Epilogue::BiasGelu}) {
-    SCOPED_TRACE(epilogue_name(e));
+    SCOPED_TRACE(opcheck::epilogue_name(e));
     GemmArgs g;
     g.m = 2, g.n = 3, g.k = 1;
     g.a = a, g.b = b, g.c = c;
     g.epilogue = e;
     g.bias = bias;
     dev->gemm(g);
-    const auto r = testref::download<float>(*dev, c);
+    const auto r = opcheck::download<float>(*dev, c);
     // a b + bias = {11, 20.5, 30.25; 12, 21, 30.5}; relu/gelu leave values
     // >= 11 unchanged (gelu(11) = 11 in fp32: 1 - tanh < 2^-25).
     const std::vector<float> want{11.0f, 20.5f, 30.25f, 12.0f, 21.0f, 30.5f};
@@ -468,7 +453,7 @@ TEST(CpuGemm, Support) {
   EXPECT_EQ(dev->gemm_support(GemmCompute::F16), "emulated");
   // bf16 is native exactly when the CPU has AVX512-BF16 (vdpbf16ps). (Running
   // "emulated"; the test environment doesn't set it.)
-  const bool has = testref::cpuinfo_has_flag("avx512_bf16");
+  const bool has = opcheck::cpuinfo_has_flag("avx512_bf16");
   EXPECT_EQ(dev->gemm_support(GemmCompute::BF16), has ? "native" : "emulated")
       << "/proc/cpuinfo avx512_bf16: " << has;
 }

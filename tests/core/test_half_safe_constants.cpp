@@ -7,7 +7,9 @@
 //      the real keys get 0 * (-inf) = NaN: masked_softmax_forward and the fused
 //      attention op return NaN. attention_mask_value(F16) = -1e4 gives finite
 //      probabilities with exactly zero weight on the padded keys. In bf16/fp32
-//      -1e9 is harmless (it stays finite).
+//      -1e9 is harmless (it stays finite). The constants are checked here;
+//      the ops' behaviour with them, on every backend, in
+//      tests/ops/test_op_contracts.cpp (*Fp16MaskHazard).
 //  (b) LayerNorm epsilon: a LayerNorm computed in fp16 (emulated here with
 //      round_to_half after every operation, core/numerics.h) adds eps to the
 //      variance in fp16; BERT's 1e-12 flushes to 0, a constant row has
@@ -20,10 +22,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/cpu/cpu_device.h"
+#include "backends/cpu/cpu_device.h"
 #include "core/numerics.h"
 #include "core/precision.h"
-#include "tests/core/reference.h"
+#include "opcheck/reference.h"
 
 namespace {
 
@@ -53,73 +55,6 @@ TEST(HalfSafeConstants, MaskValueIsFiniteInItsDtype) {
     EXPECT_LE(stored, -1e4f) << dtype_name(t);  // exp(stored + O(10)) is exactly 0 in fp32
   }
   EXPECT_EQ(round_to_half(attention_mask_value(DType::F16)), -10000.0f);  // exactly representable
-}
-
-// One sequence of 4 tokens whose last key is padding.
-constexpr int64_t kT = 4;
-const std::vector<int32_t> kKeyValid{1, 1, 1, 0};
-
-TEST(HalfSafeConstants, MaskedSoftmaxFp16) {
-  auto dev = make_cpu_device();
-  auto kv = testref::upload(*dev, kKeyValid, Shape{1, kT}, DType::I32);
-  const auto scores = testref::random_nonzero(static_cast<size_t>(kT * kT), 1, 0.1f, 4.0f);
-  auto s16 = testref::upload(*dev, to_half_bits(scores), Shape{1, 1, kT, kT}, DType::F16);
-  auto p16 = dev->alloc(Shape{1, 1, kT, kT}, DType::F16, MemCategory::Activations);
-
-  // Unsafe: -1e9 -> -inf in fp16 -> every real key's logit is 0 * -inf = NaN.
-  dev->masked_softmax_forward(p16, s16, kv, 0.5f, -1e9f);
-  const auto bad = testref::download_values(*dev, p16);
-  for (int64_t r = 0; r < kT; ++r) EXPECT_TRUE(std::isnan(bad[static_cast<size_t>(r * kT)])) << "row " << r;
-  EXPECT_EQ(count_nonfinite(bad), kT * kT);
-
-  // Safe: finite, rows sum to 1, the padded key gets exactly 0.
-  dev->masked_softmax_forward(p16, s16, kv, 0.5f, attention_mask_value(DType::F16));
-  const auto good = testref::download_values(*dev, p16);
-  EXPECT_EQ(count_nonfinite(good), 0);
-  for (int64_t r = 0; r < kT; ++r) {
-    double sum = 0.0;
-    for (int64_t j = 0; j < kT; ++j) sum += good[static_cast<size_t>(r * kT + j)];
-    EXPECT_NEAR(sum, 1.0, 4 * 0x1p-11);  // 3 non-zero terms, each rounded to fp16 (half ulp <= 2^-11 below 1)
-    EXPECT_EQ(good[static_cast<size_t>(r * kT + kT - 1)], 0.0);
-  }
-
-  // The same -1e9 is harmless when the scores are fp32 or bf16.
-  for (DType t : {DType::F32, DType::BF16}) {
-    auto s = dev->alloc(Shape{1, 1, kT, kT}, t, MemCategory::Activations);
-    auto p = dev->alloc(Shape{1, 1, kT, kT}, t, MemCategory::Activations);
-    dev->cast(s, s16);
-    dev->masked_softmax_forward(p, s, kv, 0.5f, -1e9f);
-    EXPECT_EQ(count_nonfinite(testref::download_values(*dev, p)), 0) << dtype_name(t);
-  }
-}
-
-TEST(HalfSafeConstants, FusedAttentionFp16) {
-  auto dev = make_cpu_device();
-  const int64_t D = 8;
-  auto kv = testref::upload(*dev, kKeyValid, Shape{1, kT}, DType::I32);
-  const Shape s{1, 1, kT, D};
-  auto q = testref::upload(*dev, to_half_bits(testref::random_nonzero(kT * D, 2)), s, DType::F16);
-  auto k = testref::upload(*dev, to_half_bits(testref::random_nonzero(kT * D, 3)), s, DType::F16);
-  auto v = testref::upload(*dev, to_half_bits(testref::random_nonzero(kT * D, 4)), s, DType::F16);
-  auto out = dev->alloc(s, DType::F16, MemCategory::Activations);
-  auto lse = dev->alloc(Shape{1, 1, kT}, DType::F32, MemCategory::Activations);
-  const float scale = 0.35355339f;
-
-  dev->attention_forward(out, lse, q, k, v, kv, scale, -1e9f);
-  EXPECT_EQ(count_nonfinite(testref::download_values(*dev, out)), kT * D);
-  EXPECT_EQ(count_nonfinite(testref::download_values(*dev, lse)), kT);
-
-  dev->attention_forward(out, lse, q, k, v, kv, scale, attention_mask_value(DType::F16));
-  EXPECT_EQ(count_nonfinite(testref::download_values(*dev, out)), 0);
-  EXPECT_EQ(count_nonfinite(testref::download_values(*dev, lse)), 0);
-  // And the backward pass from it.
-  auto dq = dev->alloc(s, DType::F16, MemCategory::Activations);
-  auto dk = dev->alloc(s, DType::F16, MemCategory::Activations);
-  auto dv = dev->alloc(s, DType::F16, MemCategory::Activations);
-  dev->attention_backward(dq, dk, dv, v, out, lse, q, k, v, kv, scale, attention_mask_value(DType::F16));
-  EXPECT_EQ(count_nonfinite(testref::download_values(*dev, dq)), 0);
-  EXPECT_EQ(count_nonfinite(testref::download_values(*dev, dk)), 0);
-  EXPECT_EQ(count_nonfinite(testref::download_values(*dev, dv)), 0);
 }
 
 // A LayerNorm computed entirely in a 16-bit format: every intermediate
@@ -156,7 +91,7 @@ TEST(HalfSafeConstants, LayerNormEpsInFp16) {
   EXPECT_EQ(safe, 1e-5f);
   for (float y : layernorm_16bit(constant, safe, round_to_half)) EXPECT_EQ(y, 0.0f);
   // A normal row stays finite and close to the fp32 LayerNorm with the safe eps.
-  const auto row = testref::random_nonzero(16, 5, 0.1f, 2.0f);
+  const auto row = opcheck::random_nonzero(16, 5, 0.1f, 2.0f);
   const auto y16 = layernorm_16bit(row, safe, round_to_half);
   double mean = 0.0, var = 0.0;
   for (float v : row) mean += round_to_half(v) / 16.0;
@@ -176,14 +111,14 @@ TEST(HalfSafeConstants, LayerNormEpsInFp16) {
   // The device's own LayerNorm keeps its statistics in fp32, so an fp16
   // tensor with the tiny eps is still finite there.
   auto dev = make_cpu_device();
-  auto x = testref::upload(*dev, to_half_bits(constant), Shape{1, 16}, DType::F16);
-  auto g = testref::upload(*dev, std::vector<float>(16, 1.0f), Shape{16}, DType::F32);
-  auto b = testref::upload(*dev, std::vector<float>(16, 0.0f), Shape{16}, DType::F32);
+  auto x = opcheck::upload(*dev, to_half_bits(constant), Shape{1, 16}, DType::F16);
+  auto g = opcheck::upload(*dev, std::vector<float>(16, 1.0f), Shape{16}, DType::F32);
+  auto b = opcheck::upload(*dev, std::vector<float>(16, 0.0f), Shape{16}, DType::F32);
   auto out = dev->alloc(Shape{1, 16}, DType::F16, MemCategory::Activations);
   auto mean_t = dev->alloc(Shape{1}, DType::F32, MemCategory::Activations);
   auto rstd_t = dev->alloc(Shape{1}, DType::F32, MemCategory::Activations);
   dev->layernorm_forward(out, mean_t, rstd_t, x, g, b, bert_eps);
-  EXPECT_EQ(count_nonfinite(testref::download_values(*dev, out)), 0);
+  EXPECT_EQ(count_nonfinite(opcheck::download_values(*dev, out)), 0);
 }
 
 }  // namespace

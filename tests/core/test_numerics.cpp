@@ -32,7 +32,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "tests/core/numerics_reference.h"
+#include "opcheck/numerics_reference.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // core/numerics.h's software conversions against the GPU's own conversion
-// instructions (cuda_convert_probe, core/cuda/convert_probe.h):
+// instructions (cuda_convert_probe, backends/cuda/convert_probe.h):
 //   float_to_half_bits  vs __float2half_rn      (cvt.rn.f16.f32)
 //   float_to_bf16_bits  vs __float2bfloat16_rn  (cvt.rn.bf16.f32)
 //   round_to_tf32       vs cvt.rna.tf32.f32     (what CUTLASS/cuBLAS TF32 GEMMs use)
@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda/convert_probe.h"
-#include "core/cuda/cuda_device.h"
+#include "backends/cuda/convert_probe.h"
+#include "backends/cuda/cuda_device.h"
 #include "core/device.h"
 #include "core/numerics.h"
 

@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cpu/cpu_device.h"
+#include "backends/cpu/cpu_device.h"
+#include "config/schema.h"
 #include "core/rng.h"
 #include "models/bert.h"
 #include "models/mlm_data.h"
@@ -430,7 +431,7 @@ TEST(BertGradients, AccumulateAddsASecondMicroBatch) {
 
 // ---- checkpointing ----------------------------------------------------------------------
 
-ModelRun run_checkpointed(const std::string& mode, int k, float dropout, bool pre_ln, bool fused) {
+ModelRun run_checkpointed(CheckpointPolicy mode, int k, float dropout, bool pre_ln, bool fused) {
   Problem p = tiny_problem(pre_ln, fused, 4);
   p.cfg.checkpointing = mode;
   p.cfg.checkpoint_k = k;
@@ -444,10 +445,10 @@ TEST(BertCheckpointing, GradientsAreBitIdenticalAndActivationMemoryFalls) {
       for (float dropout : {0.0f, 0.1f}) {
         SCOPED_TRACE(std::string(pre_ln ? "pre-LN" : "post-LN") + (fused ? " fused" : " unfused") + " dropout " +
                      std::to_string(dropout));
-        const ModelRun off = run_checkpointed("off", 2, dropout, pre_ln, fused);
-        const ModelRun every = run_checkpointed("every_layer", 2, dropout, pre_ln, fused);
-        const ModelRun k3 = run_checkpointed("every_k", 3, dropout, pre_ln, fused);  // segments of 3 and 1
-        const ModelRun sq = run_checkpointed("sqrt", 2, dropout, pre_ln, fused);     // L4: 2 segments of 2
+        const ModelRun off = run_checkpointed(CheckpointPolicy::Off, 2, dropout, pre_ln, fused);
+        const ModelRun every = run_checkpointed(CheckpointPolicy::EveryLayer, 2, dropout, pre_ln, fused);
+        const ModelRun k3 = run_checkpointed(CheckpointPolicy::EveryK, 3, dropout, pre_ln, fused);  // segments of 3 and 1
+        const ModelRun sq = run_checkpointed(CheckpointPolicy::Sqrt, 2, dropout, pre_ln, fused);     // L4: 2 segments of 2
         for (const ModelRun* r : {&every, &k3, &sq}) {
           EXPECT_EQ(r->loss, off.loss);
           ASSERT_EQ(r->grads.size(), off.grads.size());
@@ -464,12 +465,12 @@ TEST(BertCheckpointing, SegmentSizes) {
   BertConfig c;
   c.layers = 12;
   EXPECT_EQ(bert_checkpoint_segment(c), 12);
-  c.checkpointing = "every_layer";
+  c.checkpointing = CheckpointPolicy::EveryLayer;
   EXPECT_EQ(bert_checkpoint_segment(c), 1);
-  c.checkpointing = "every_k";
+  c.checkpointing = CheckpointPolicy::EveryK;
   c.checkpoint_k = 5;
   EXPECT_EQ(bert_checkpoint_segment(c), 5);
-  c.checkpointing = "sqrt";
+  c.checkpointing = CheckpointPolicy::Sqrt;
   EXPECT_EQ(bert_checkpoint_segment(c), 4);  // 3 segments of 4
   c.layers = 24;
   EXPECT_EQ(bert_checkpoint_segment(c), 5);  // 5 segments (5,5,5,5,4)
@@ -562,7 +563,7 @@ TEST(BertConfig, PresetsAndParameterNames) {
 
   EXPECT_THROW(make_bert(*dev, [] { BertConfig b; b.hidden = 100; b.heads = 3; return b; }(), PrecisionPolicy{}, 1, 1),
                std::invalid_argument);
-  EXPECT_THROW(make_bert(*dev, [] { BertConfig b; b.checkpointing = "often"; return b; }(), PrecisionPolicy{}, 1, 1),
+  EXPECT_THROW(make_bert(*dev, [] { BertConfig b; b.checkpointing = CheckpointPolicy::EveryK; b.checkpoint_k = 0; return b; }(), PrecisionPolicy{}, 1, 1),
                std::invalid_argument);
 }
 
@@ -593,7 +594,7 @@ TEST(BertConfig, WarningsNameTheDimensions) {
   c.vocab = 64;
   c.fused = true;
   c.dropout = 0.1f;
-  c.checkpointing = "sqrt";  // L2: one segment of 2
+  c.checkpointing = CheckpointPolicy::Sqrt;  // L2: one segment of 2
   w = bert_warnings(c);
   EXPECT_TRUE(has("fused attention has no dropout"));
   EXPECT_TRUE(has("no memory is saved"));
@@ -601,28 +602,46 @@ TEST(BertConfig, WarningsNameTheDimensions) {
 
 // ---- training --------------------------------------------------------------------------------
 
-RunRecord train_tiny(const std::string& precision) {
-  MlmOptions o;
-  o.seq_len = 32;
-  const MlmData data = MlmData::synthetic(1, 64, o);
-  BertConfig c;
-  c.layers = 2;
-  c.hidden = 64;
-  c.heads = 2;
-  c.vocab = data.vocab_size();
-  c.seq_len = 32;
-  c.fused = true;
+// A tiny fused BERT (2 heads) on a synthetic MLM corpus, and a cell that
+// trains it with the fused optimizer and no numerics sampling.
+struct TinyMlmSize {
+  int seq_len, tokens;                  // the corpus
+  int layers, hidden;                   // the model
+  int steps, batch_size, eval_samples;  // the cell
+};
+
+struct TinyMlm {
+  MlmData data;
+  BertConfig bert;
   CellConfig cell;
-  cell.steps = 150;
-  cell.batch_size = 16;
-  cell.precision = precision;
-  cell.fusion = "on";
-  cell.numerics_every = 0;
-  cell.data.eval_samples = 64;
-  cell.optimizer.lr = 2e-3;
+};
+
+TinyMlm tiny_mlm(const std::string& precision, const TinyMlmSize& size) {
+  MlmOptions o;
+  o.seq_len = size.seq_len;
+  TinyMlm t{MlmData::synthetic(1, size.tokens, o), {}, {}};
+  t.bert.layers = size.layers;
+  t.bert.hidden = size.hidden;
+  t.bert.heads = 2;
+  t.bert.vocab = t.data.vocab_size();
+  t.bert.seq_len = size.seq_len;
+  t.bert.fused = true;
+  t.cell.steps = size.steps;
+  t.cell.batch_size = size.batch_size;
+  set_precision(t.cell, precision);
+  t.cell.fused = true;
+  t.cell.numerics_every = 0;
+  t.cell.data.eval_samples = size.eval_samples;
+  return t;
+}
+
+RunRecord train_tiny(const std::string& precision) {
+  TinyMlm t = tiny_mlm(precision, {/*seq_len=*/32, /*tokens=*/64, /*layers=*/2, /*hidden=*/64,
+                                   /*steps=*/150, /*batch_size=*/16, /*eval_samples=*/64});
+  t.cell.optimizer.lr = 2e-3;
   auto dev = make_cpu_device();
-  auto model = make_bert(*dev, c, resolve_policy(precision), cell.batch_size, cell.seed);
-  return train(*dev, *model, data, cell);
+  auto model = make_bert(*dev, t.bert, t.cell.policy, t.cell.batch_size, t.cell.seed);
+  return train(*dev, *model, t.data, t.cell);
 }
 
 TEST(BertTraining, FusedOptimizerCopyEqualsReloadingTheComputeWeights) {
@@ -630,30 +649,15 @@ TEST(BertTraining, FusedOptimizerCopyEqualsReloadingTheComputeWeights) {
   // O2's half weights) in its own pass; the result must be what
   // load_compute_weights() produces from the updated parameters.
   for (const char* precision : {"amp_bf16", "O2"}) {
-    MlmOptions o;
-    o.seq_len = 16;
-    const MlmData data = MlmData::synthetic(1, 60, o);
-    BertConfig c;
-    c.layers = 1;
-    c.hidden = 32;
-    c.heads = 2;
-    c.vocab = data.vocab_size();
-    c.seq_len = 16;
-    c.fused = true;
-    CellConfig cell;
-    cell.steps = 3;
-    cell.batch_size = 4;
-    cell.precision = precision;
-    cell.fusion = "on";
-    cell.numerics_every = 0;
-    cell.data.eval_samples = 4;
-    cell.loss_scale.mode = std::string(precision) == "O2" ? "dynamic" : "none";
+    TinyMlm t = tiny_mlm(precision, {/*seq_len=*/16, /*tokens=*/60, /*layers=*/1, /*hidden=*/32,
+                                     /*steps=*/3, /*batch_size=*/4, /*eval_samples=*/4});
+    t.cell.loss_scale.mode = std::string(precision) == "O2" ? LossScaleMode::Dynamic : LossScaleMode::None;
     auto dev = make_cpu_device();
-    auto model = make_bert(*dev, c, resolve_policy(precision), cell.batch_size, cell.seed);
+    auto model = make_bert(*dev, t.bert, t.cell.policy, t.cell.batch_size, t.cell.seed);
     const Tensor copy = model->weight_copy();
     ASSERT_FALSE(copy.empty()) << precision;
     ASSERT_NE(copy.dtype, DType::F32);
-    train(*dev, *model, data, cell);
+    train(*dev, *model, t.data, t.cell);
     std::vector<uint16_t> fused(static_cast<size_t>(copy.numel())), reloaded(fused.size());
     dev->download(fused.data(), copy);
     model->load_compute_weights();

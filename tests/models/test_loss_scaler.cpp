@@ -22,7 +22,7 @@ std::vector<double> run(LossScaleConfig cfg, const std::vector<bool>& finite, st
 
 LossScaleConfig dynamic(double init, int interval) {
   LossScaleConfig c;
-  c.mode = "dynamic";
+  c.mode = LossScaleMode::Dynamic;
   c.init = init;
   c.growth_interval = interval;
   return c;
@@ -40,7 +40,7 @@ TEST(LossScaler, DynamicFollowsPyTorchGradScaler) {
 
 TEST(LossScaler, DefaultsAreGradScalers) {
   LossScaleConfig c;
-  c.mode = "dynamic";
+  c.mode = LossScaleMode::Dynamic;
   LossScaler s(c);
   EXPECT_EQ(s.scale(), 65536.0);  // 2^16
   for (int i = 0; i < 1999; ++i) s.update(true);
@@ -76,7 +76,7 @@ TEST(LossScaler, HysteresisFollowsDeepSpeed) {
 
 TEST(LossScaler, StaticAndNoneNeverMoveButStillSkipNonFinite) {
   LossScaleConfig st;
-  st.mode = "static";
+  st.mode = LossScaleMode::Static;
   st.value = 128;
   std::vector<bool> skipped;
   EXPECT_EQ(run(st, {true, false, true}, &skipped), (std::vector<double>{128, 128, 128}));

@@ -7,27 +7,23 @@
 #include <cstring>
 #include <vector>
 
-#include "core/cpu/cpu_device.h"
+#include "backends/cpu/cpu_device.h"
+#include "config/schema.h"
 #include "core/precision.h"
 #include "models/mlp.h"
 #include "models/teacher_data.h"
 #include "train/cell_factory.h"
 #include "train/trainer.h"
+#include "tests/models/model_test_helpers.h"
 
 namespace mpb {
 namespace {
 
 CellConfig cell(const std::string& precision) {
-  CellConfig c;
-  c.precision = precision;
-  c.steps = 40;
-  c.warmup_steps = 0;
-  c.batch_size = 64;
-  c.model.hidden_layers = 2;
-  c.model.width = 64;
-  c.data.input_dim = 32;
-  c.data.classes = 8;
-  c.data.eval_samples = 128;
+  CellConfig c = model_test::mlp_cell({/*hidden_layers=*/2, /*width=*/64, /*input_dim=*/32,
+                                       /*classes=*/8, /*batch_size=*/64, /*steps=*/40,
+                                       /*warmup_steps=*/0, /*eval_samples=*/128});
+  set_precision(c, precision);
   c.optimizer.lr = 3e-3;
   c.numerics_every = 10;
   return c;
@@ -49,7 +45,7 @@ class EveryPolicy : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EveryPolicy, TrainsAndRecordsNumerics) {
   CellConfig c = cell(GetParam());
-  c.loss_scale.mode = "dynamic";
+  c.loss_scale.mode = LossScaleMode::Dynamic;
   c.loss_scale.init = 1024;
   TrainingSetup s(c);
   RunRecord rec = train(*s.dev, *s.model, *s.data, c);
@@ -78,7 +74,7 @@ INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy,
 
 TEST(SkipStep, NonFiniteGradientLeavesWeightsAndStateUntouched) {
   CellConfig c = cell("amp_fp16");
-  c.loss_scale.mode = "dynamic";
+  c.loss_scale.mode = LossScaleMode::Dynamic;
   c.loss_scale.init = 4096;
   c.inject_nonfinite = {3};
   TrainingSetup s(c);

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/cpu/cpu_device.h"
+#include "backends/cpu/cpu_device.h"
 #include "core/rng.h"
 #include "models/mlp.h"
 
@@ -89,6 +89,22 @@ ModelRun run_model(const Problem& p) {
   return r;
 }
 
+// Every parameter's gradient in `r` against central differences (step h) of
+// reference_loss, to 2e-5 relative + 2e-6 absolute; a fatal failure at the
+// first mismatch. `checked` (if given) counts the elements compared.
+void expect_grads_match_finite_differences(const Problem& p, const ModelRun& r, double h,
+                                           size_t* checked = nullptr) {
+  const std::vector<double> w(r.params.begin(), r.params.end());
+  for (size_t i = 0; i < w.size(); ++i) {
+    std::vector<double> wp = w, wm = w;
+    wp[i] += h;
+    wm[i] -= h;
+    const double fd = (reference_loss(p, r.info, wp) - reference_loss(p, r.info, wm)) / (2 * h);
+    ASSERT_NEAR(r.grads[i], fd, 2e-5 * std::abs(fd) + 2e-6) << "parameter element " << i;
+    if (checked) ++*checked;
+  }
+}
+
 class MlpGradients : public ::testing::TestWithParam<bool> {};
 
 TEST_P(MlpGradients, MatchFloat64FiniteDifferences) {
@@ -104,17 +120,9 @@ TEST_P(MlpGradients, MatchFloat64FiniteDifferences) {
   // ~h^2 |f'''| ~ 1e-10 and rounding error ~1e-16/h ~ 1e-11: the reference
   // is good to ~1e-9. The analytic gradient is computed in fp32 (~1e-6
   // relative per op, a dozen ops deep), hence 2e-5 relative + 2e-6 absolute.
-  const double h = 1e-5;
-  int checked = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    std::vector<double> wp = w, wm = w;
-    wp[i] += h;
-    wm[i] -= h;
-    const double fd = (reference_loss(p, r.info, wp) - reference_loss(p, r.info, wm)) / (2 * h);
-    ASSERT_NEAR(r.grads[i], fd, 2e-5 * std::abs(fd) + 2e-6) << "parameter element " << i;
-    ++checked;
-  }
-  EXPECT_EQ(checked, static_cast<int>(w.size()));
+  size_t checked = 0;
+  ASSERT_NO_FATAL_FAILURE(expect_grads_match_finite_differences(p, r, 1e-5, &checked));
+  EXPECT_EQ(checked, w.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(FusedAndUnfused, MlpGradients, ::testing::Values(false, true),
@@ -124,16 +132,7 @@ TEST(MlpGradients, ReluMatchesFiniteDifferencesAwayFromKinks) {
   // ReLU's derivative jumps at 0; with random inputs no pre-activation sits
   // within h of 0 (checked below), so finite differences are valid.
   const Problem p = make_problem(Activation::Relu, false);
-  const ModelRun r = run_model(p);
-  std::vector<double> w(r.params.begin(), r.params.end());
-  const double h = 1e-6;
-  for (size_t i = 0; i < w.size(); ++i) {
-    std::vector<double> wp = w, wm = w;
-    wp[i] += h;
-    wm[i] -= h;
-    const double fd = (reference_loss(p, r.info, wp) - reference_loss(p, r.info, wm)) / (2 * h);
-    ASSERT_NEAR(r.grads[i], fd, 2e-5 * std::abs(fd) + 2e-6) << "parameter element " << i;
-  }
+  expect_grads_match_finite_differences(p, run_model(p), 1e-6);
 }
 
 TEST(MlpGradients, FusedEqualsUnfusedWithinFp32Rounding) {

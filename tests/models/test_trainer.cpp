@@ -5,26 +5,21 @@
 #include <cmath>
 #include <vector>
 
-#include "core/cpu/cpu_device.h"
+#include "backends/cpu/cpu_device.h"
 #include "models/mlp.h"
 #include "models/teacher_data.h"
 #include "train/cell_factory.h"
 #include "train/trainer.h"
+#include "tests/models/model_test_helpers.h"
 
 namespace mpb {
 namespace {
 
 CellConfig small_cell(int accumulation, int batch) {
-  CellConfig c;
-  c.steps = 3;
-  c.warmup_steps = 0;
-  c.batch_size = batch;
+  CellConfig c = model_test::mlp_cell({/*hidden_layers=*/2, /*width=*/64, /*input_dim=*/32,
+                                       /*classes=*/8, /*batch_size=*/batch, /*steps=*/3,
+                                       /*warmup_steps=*/0, /*eval_samples=*/64});
   c.accumulation = accumulation;
-  c.model.hidden_layers = 2;
-  c.model.width = 64;
-  c.data.input_dim = 32;
-  c.data.classes = 8;
-  c.data.eval_samples = 64;
   return c;
 }
 

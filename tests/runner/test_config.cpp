@@ -13,44 +13,12 @@
 
 #include "core/precision.h"
 #include "runner/config.h"
+#include "tests/runner/config_test_helpers.h"
 
 namespace mpb {
 namespace {
 
-const char* const kFile = "experiments/x.yaml";
-
-ExperimentConfig load(const std::string& yaml, const LoadOptions& options = {}) {
-  return load_experiment_from_string(yaml, kFile, options);
-}
-
-// Loads `yaml`, which must fail, and returns the error.
-ConfigError error_of(const std::string& yaml, const LoadOptions& options = {}) {
-  try {
-    load(yaml, options);
-  } catch (const ConfigError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a ConfigError for:\n" << yaml;
-  return ConfigError("", 0, 0, "", "");
-}
-
-// Checks where an error points and that its message contains `part`.
-void expect_error(const std::string& yaml, int line, int col, const std::string& key,
-                  const std::string& part, const LoadOptions& options = {}) {
-  const ConfigError e = error_of(yaml, options);
-  EXPECT_EQ(e.file(), kFile) << yaml;
-  EXPECT_EQ(e.line(), line) << e.what();
-  EXPECT_EQ(e.col(), col) << e.what();
-  EXPECT_EQ(e.key(), key) << e.what();
-  EXPECT_NE(e.message().find(part), std::string::npos)
-      << "message: " << e.message() << "\nexpected to contain: " << part;
-}
-
-LoadOptions allow_unsupported() {
-  LoadOptions options;
-  options.reject_unsupported = false;
-  return options;
-}
+using namespace config_test;
 
 // What core/precision says about a precision value: "" when resolve_policy accepts
 // it, else its message. The loader must agree with it whatever it accepts.
@@ -155,22 +123,23 @@ optimizer:
   EXPECT_EQ(c.eval_every, 10);
   EXPECT_EQ(c.batch_size, 256);
   EXPECT_EQ(c.precision, "fp32");
-  EXPECT_EQ(c.fusion, "on");
-  EXPECT_EQ(c.loss_scale.mode, "none");
-  EXPECT_EQ(c.checkpointing, "off");
+  EXPECT_EQ(c.policy.compute, DType::F32);  // resolved by the loader
+  EXPECT_TRUE(c.fused);
+  EXPECT_EQ(c.loss_scale.mode, LossScaleMode::None);
+  EXPECT_EQ(c.checkpointing, CheckpointPolicy::Off);
   EXPECT_EQ(c.checkpoint_k, 3);
   EXPECT_EQ(c.accumulation, 4);
   EXPECT_EQ(c.numerics_every, 25);
   EXPECT_EQ(c.inject_nonfinite, (std::vector<int>{3, 10}));
   EXPECT_EQ(c.model.hidden_layers, 2);
   EXPECT_EQ(c.model.width, 512);
-  EXPECT_EQ(c.model.activation, "relu");
+  EXPECT_EQ(c.model.activation, Activation::Relu);
   EXPECT_DOUBLE_EQ(c.model.init_scale, 0.5);
   EXPECT_EQ(c.data.input_dim, 32);
   EXPECT_EQ(c.data.classes, 10);
   EXPECT_EQ(c.data.teacher_hidden, 16);
   EXPECT_EQ(c.data.eval_samples, 100);
-  EXPECT_EQ(c.optimizer.kind, "sgd");
+  EXPECT_EQ(c.optimizer.kind, OptimizerKind::Sgd);
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.01);
   EXPECT_DOUBLE_EQ(c.optimizer.beta1, 0.8);
   EXPECT_DOUBLE_EQ(c.optimizer.beta2, 0.99);
@@ -183,13 +152,13 @@ optimizer:
 }
 
 TEST(LoadExperiment, FusionAcceptsOffOnAndYamlBooleans) {
-  EXPECT_EQ(load("name: x\nfusion: off\n").base.fusion, "off");
-  EXPECT_EQ(load("name: x\nfusion: on\n").base.fusion, "on");
-  EXPECT_EQ(load("name: x\nfusion: false\n").base.fusion, "off");
-  EXPECT_EQ(load("name: x\nfusion: true\n").base.fusion, "on");
-  EXPECT_EQ(load("name: x\nfusion: \"on\"\n").base.fusion, "on");
-  expect_error("name: x\nfusion: yes\n", 2, 9, "fusion", "expected one of off, on, got 'yes'");
-  expect_error("name: x\nfusion: 1\n", 2, 9, "fusion", "expected one of off, on, got '1'");
+  const auto fused = [](const std::string& value) { return load("name: x\nfusion: " + value).base.fused; };
+  for (const char* off : {"off", "false"}) EXPECT_FALSE(fused(off)) << off;
+  for (const char* on : {"on", "true", "\"on\""}) EXPECT_TRUE(fused(on)) << on;
+  expect_errors({
+      {"name: x\nfusion: yes\n", 2, 9, "fusion", "expected one of off, on, got 'yes'"},
+      {"name: x\nfusion: 1\n", 2, 9, "fusion", "expected one of off, on, got '1'"},
+  });
 }
 
 TEST(LoadExperiment, EmptySectionsAndMatrixAreAbsent) {
@@ -244,10 +213,12 @@ TEST(ConfigErrors, YamlSyntaxError) {
 }
 
 TEST(ConfigErrors, EmptyFileOrNotAMap) {
-  expect_error("", 1, 1, "", "the file is empty");
-  expect_error("# only a comment\n", 1, 1, "", "the file is empty");
-  expect_error("- name: x\n", 1, 1, "", "expected a map at the top level, got a list");
-  expect_error("name: a\n---\nname: b\n", 3, 1, "", "expected one YAML document, found 2");
+  expect_errors({
+      {"", 1, 1, "", "the file is empty"},
+      {"# only a comment\n", 1, 1, "", "the file is empty"},
+      {"- name: x\n", 1, 1, "", "expected a map at the top level, got a list"},
+      {"name: a\n---\nname: b\n", 3, 1, "", "expected one YAML document, found 2"},
+  });
 }
 
 TEST(ConfigErrors, MissingName) {
@@ -255,26 +226,27 @@ TEST(ConfigErrors, MissingName) {
 }
 
 TEST(ConfigErrors, InvalidName) {
-  expect_error("name: my run\n", 1, 7, "name", "invalid name 'my run'");
-  expect_error("name: a/b\n", 1, 7, "name", "invalid name 'a/b'");
-  expect_error("name: ..\n", 1, 7, "name", "invalid name '..'");
-  expect_error("name: \"\"\n", 1, 7, "name", "invalid name ''");
-  expect_error("name: [a]\n", 1, 7, "name", "expected a name, got a list");
+  expect_errors({
+      {"name: my run\n", 1, 7, "name", "invalid name 'my run'"},
+      {"name: a/b\n", 1, 7, "name", "invalid name 'a/b'"},
+      {"name: ..\n", 1, 7, "name", "invalid name '..'"},
+      {"name: \"\"\n", 1, 7, "name", "invalid name ''"},
+      {"name: [a]\n", 1, 7, "name", "expected a name, got a list"},
+  });
 }
 
 TEST(ConfigErrors, DuplicateKey) {
-  expect_error("name: x\nsteps: 3\nsteps: 4\n", 3, 1, "steps",
-               "duplicate key (first given at line 2)");
-  expect_error("name: x\nmodel:\n  width: 3\n  width: 4\n", 4, 3, "model.width", "duplicate key");
+  expect_errors({
+      {"name: x\nsteps: 3\nsteps: 4\n", 3, 1, "steps", "duplicate key (first given at line 2)"},
+      {"name: x\nmodel:\n  width: 3\n  width: 4\n", 4, 3, "model.width", "duplicate key"},
+  });
 }
 
 // ---- Bad input: unknown keys ---------------------------------------------------
 
 TEST(ConfigErrors, UnknownTopLevelKeySuggestsNearest) {
   const ConfigError e = error_of("name: x\noptimiser:\n  lr: 0.1\n");
-  EXPECT_EQ(e.line(), 2);
-  EXPECT_EQ(e.col(), 1);
-  EXPECT_EQ(e.key(), "optimiser");
+  expect_points_at(e, 2, 1, "optimiser");
   EXPECT_EQ(e.message(), "unknown key 'optimiser'; did you mean 'optimizer'?");
   expect_error("name: x\nwarmup: 3\n", 2, 1, "warmup", "did you mean 'warmup_steps'?");
 }
@@ -285,14 +257,15 @@ TEST(ConfigErrors, UnknownKeyFarFromAllListsValidKeys) {
 }
 
 TEST(ConfigErrors, UnknownKeyInSections) {
-  expect_error("name: x\nmodel:\n  widht: 3\n", 3, 3, "model.widht",
-               "unknown key 'model.widht'; did you mean 'model.width'?");
-  expect_error("name: x\ndata:\n  clases: 3\n", 3, 3, "data.clases",
-               "did you mean 'data.classes'?");
-  expect_error("name: x\noptimizer: {kind: adamw, weightdecay: 0.1}\n", 2, 26,
-               "optimizer.weightdecay", "did you mean 'optimizer.weight_decay'?");
-  expect_error("name: x\nloss_scale: {mode: dynamic, grwth_factor: 2}\n", 2, 29,
-               "loss_scale.grwth_factor", "did you mean 'loss_scale.growth_factor'?");
+  expect_errors({
+      {"name: x\nmodel:\n  widht: 3\n", 3, 3, "model.widht",
+       "unknown key 'model.widht'; did you mean 'model.width'?"},
+      {"name: x\ndata:\n  clases: 3\n", 3, 3, "data.clases", "did you mean 'data.classes'?"},
+      {"name: x\noptimizer: {kind: adamw, weightdecay: 0.1}\n", 2, 26, "optimizer.weightdecay",
+       "did you mean 'optimizer.weight_decay'?"},
+      {"name: x\nloss_scale: {mode: dynamic, grwth_factor: 2}\n", 2, 29, "loss_scale.grwth_factor",
+       "did you mean 'loss_scale.growth_factor'?"},
+  });
 }
 
 TEST(ConfigErrors, DottedKeyInTheBase) {
@@ -301,41 +274,40 @@ TEST(ConfigErrors, DottedKeyInTheBase) {
 }
 
 TEST(ConfigErrors, UnknownMatrixAxis) {
-  expect_error("name: x\nmatrix:\n  model.widht: [1, 2]\n", 3, 3, "matrix.model.widht",
-               "unknown key 'model.widht'; did you mean 'model.width'?");
-  expect_error("name: x\nmatrix:\n  width: [1, 2]\n", 3, 3, "matrix.width",
-               "did you mean 'model.width'?");
-  expect_error("name: x\nmatrix:\n  precison: [fp32]\n", 3, 3, "matrix.precison",
-               "did you mean 'precision'?");
-  expect_error("name: x\nmatrix:\n  optimizer: [{lr: 1}]\n", 3, 3, "matrix.optimizer",
-               "'optimizer' is a section; name one of its keys");
-  expect_error("name: x\nmatrix:\n  device: [cpu, cuda]\n", 3, 3, "matrix.device",
-               "applies to the whole experiment");
+  expect_errors({
+      {"name: x\nmatrix:\n  model.widht: [1, 2]\n", 3, 3, "matrix.model.widht",
+       "unknown key 'model.widht'; did you mean 'model.width'?"},
+      {"name: x\nmatrix:\n  width: [1, 2]\n", 3, 3, "matrix.width", "did you mean 'model.width'?"},
+      {"name: x\nmatrix:\n  precison: [fp32]\n", 3, 3, "matrix.precison",
+       "did you mean 'precision'?"},
+      {"name: x\nmatrix:\n  optimizer: [{lr: 1}]\n", 3, 3, "matrix.optimizer",
+       "'optimizer' is a section; name one of its keys"},
+      {"name: x\nmatrix:\n  device: [cpu, cuda]\n", 3, 3, "matrix.device",
+       "applies to the whole experiment"},
+  });
 }
 
 // ---- Bad input: types ------------------------------------------------------------
 
 TEST(ConfigErrors, WrongTypes) {
-  expect_error("name: x\nsteps: many\n", 2, 8, "steps", "expected an integer, got 'many'");
-  expect_error("name: x\nsteps: 1.5\n", 2, 8, "steps", "expected an integer, got '1.5'");
-  expect_error("name: x\nsteps: 1e3\n", 2, 8, "steps", "expected an integer, got '1e3'");
-  expect_error("name: x\nsteps: {a: 1}\n", 2, 8, "steps", "expected an integer, got a map");
-  expect_error("name: x\nsteps: [1]\n", 2, 8, "steps", "expected an integer, got a list");
-  expect_error("name: x\nsteps: 99999999999\n", 2, 8, "steps", "integer out of range");
-  expect_error("name: x\nseed: -1\n", 2, 7, "seed", "expected a non-negative integer, got '-1'");
-  expect_error("name: x\noptimizer:\n  lr: abc\n", 3, 7, "optimizer.lr",
-               "expected a number, got 'abc'");
-  expect_error("name: x\noptimizer:\n  lr: .inf\n", 3, 7, "optimizer.lr",
-               "expected a number, got '.inf'");
-  expect_error("name: x\noptimizer:\n  lr: 0x10\n", 3, 7, "optimizer.lr", "expected a number");
-  expect_error("name: x\noptimizer:\n  lr: 1e999\n", 3, 7, "optimizer.lr", "number out of range");
-  expect_error("name: x\noptimizer:\n  lr: {x: 1}\n", 3, 7, "optimizer.lr",
-               "expected a number, got a map");
-  expect_error("name: x\nmodel:\n  activation: [gelu]\n", 3, 15, "model.activation",
-               "expected one of gelu, relu, got a list");
-  expect_error("name: x\nmodel: 3\n", 2, 8, "model", "expected a map, got '3'");
-  expect_error("name: x\ndevice: gpu\n", 2, 9, "device",
-               "expected one of auto, cpu, cuda, got 'gpu'");
+  expect_errors({
+      {"name: x\nsteps: many\n", 2, 8, "steps", "expected an integer, got 'many'"},
+      {"name: x\nsteps: 1.5\n", 2, 8, "steps", "expected an integer, got '1.5'"},
+      {"name: x\nsteps: 1e3\n", 2, 8, "steps", "expected an integer, got '1e3'"},
+      {"name: x\nsteps: {a: 1}\n", 2, 8, "steps", "expected an integer, got a map"},
+      {"name: x\nsteps: [1]\n", 2, 8, "steps", "expected an integer, got a list"},
+      {"name: x\nsteps: 99999999999\n", 2, 8, "steps", "integer out of range"},
+      {"name: x\nseed: -1\n", 2, 7, "seed", "expected a non-negative integer, got '-1'"},
+      {"name: x\noptimizer:\n  lr: abc\n", 3, 7, "optimizer.lr", "expected a number, got 'abc'"},
+      {"name: x\noptimizer:\n  lr: .inf\n", 3, 7, "optimizer.lr", "expected a number, got '.inf'"},
+      {"name: x\noptimizer:\n  lr: 0x10\n", 3, 7, "optimizer.lr", "expected a number"},
+      {"name: x\noptimizer:\n  lr: 1e999\n", 3, 7, "optimizer.lr", "number out of range"},
+      {"name: x\noptimizer:\n  lr: {x: 1}\n", 3, 7, "optimizer.lr", "expected a number, got a map"},
+      {"name: x\nmodel:\n  activation: [gelu]\n", 3, 15, "model.activation",
+       "expected one of gelu, relu, got a list"},
+      {"name: x\nmodel: 3\n", 2, 8, "model", "expected a map, got '3'"},
+      {"name: x\ndevice: gpu\n", 2, 9, "device", "expected one of auto, cpu, cuda, got 'gpu'"},
+  });
 }
 
 TEST(ConfigErrors, EmptyValuePointsAtItsKey) {
@@ -453,10 +425,7 @@ void expect_precision_like_resolve_policy(const std::string& written,
     return;
   }
   const ConfigError e = error_of(yaml);
-  EXPECT_EQ(e.file(), kFile);
-  EXPECT_EQ(e.line(), 2) << e.what();
-  EXPECT_EQ(e.col(), 12) << e.what();
-  EXPECT_EQ(e.key(), "precision") << e.what();
+  expect_points_at(e, 2, 12, "precision");
   EXPECT_EQ(e.message().rfind(rejected, 0), 0u)
       << "message: " << e.message() << "\nresolve_policy: " << rejected;
 }
@@ -496,36 +465,36 @@ TEST(Precision, DocumentedFormsLoad) {
 
 TEST(Precision, RejectionIsAConfigErrorAtTheValue) {
   const ConfigError e = error_of("name: x\nprecision: fp33\n");
-  EXPECT_EQ(e.line(), 2);
-  EXPECT_EQ(e.col(), 12);
-  EXPECT_EQ(e.key(), "precision");
+  expect_points_at(e, 2, 12, "precision");
   ASSERT_FALSE(policy_error("fp33").empty());
   // resolve_policy's message, plus a suggestion among the names that resolve.
   EXPECT_EQ(e.message(), policy_error("fp33") + "; did you mean 'fp32'?");
   EXPECT_EQ(std::string(e.what()), "experiments/x.yaml:2:12: key 'precision': " + e.message());
 
-  expect_error("name: x\nprecision: float64\n", 2, 12, "precision", policy_error("float64"));
-  expect_error("name: x\nprecision: \"params=float33\"\n", 2, 12, "precision",
-               policy_error("params=float33"));
-  expect_error("name: x\nmatrix:\n  precision: [fp32, fp33]\n", 3, 21, "matrix.precision[1]",
-               policy_error("fp33"));
-  expect_error("name: x\ninclude:\n  - {precision: \"weights=f16\"}\n", 3, 17,
-               "include[0].precision", policy_error("weights=f16"));
-  expect_error("name: x\nbaseline: {precision: O9}\n", 2, 23, "baseline.precision",
-               policy_error("O9"));
+  expect_errors({
+      {"name: x\nprecision: float64\n", 2, 12, "precision", policy_error("float64")},
+      {"name: x\nprecision: \"params=float33\"\n", 2, 12, "precision",
+       policy_error("params=float33")},
+      {"name: x\nmatrix:\n  precision: [fp32, fp33]\n", 3, 21, "matrix.precision[1]",
+       policy_error("fp33")},
+      {"name: x\ninclude:\n  - {precision: \"weights=f16\"}\n", 3, 17, "include[0].precision",
+       policy_error("weights=f16")},
+      {"name: x\nbaseline: {precision: O9}\n", 2, 23, "baseline.precision", policy_error("O9")},
+  });
   // Checked where written, even where every cell overrides it.
   expect_error("name: x\nprecision: fp64\nmatrix:\n  precision: [fp32]\n", 2, 12, "precision",
                policy_error("fp64"));
 }
 
 TEST(Precision, EmptyPolicyPartsAndNonScalars) {
-  expect_error("name: x\nprecision: \"c=f16,\"\n", 2, 12, "precision",
-               "precision policy 'c=f16,' has an empty part (a stray ',')");
-  expect_error("name: x\nprecision: \"p=f32,,c=f16\"\n", 2, 12, "precision", "has an empty part");
-  expect_error("name: x\nprecision: [fp32]\n", 2, 12, "precision",
-               "expected a precision, got a list");
-  expect_error("name: x\nprecision:\nseed: 1\n", 2, 1, "precision",
-               "expected a precision, got an empty value");
+  expect_errors({
+      {"name: x\nprecision: \"c=f16,\"\n", 2, 12, "precision",
+       "precision policy 'c=f16,' has an empty part (a stray ',')"},
+      {"name: x\nprecision: \"p=f32,,c=f16\"\n", 2, 12, "precision", "has an empty part"},
+      {"name: x\nprecision: [fp32]\n", 2, 12, "precision", "expected a precision, got a list"},
+      {"name: x\nprecision:\nseed: 1\n", 2, 1, "precision",
+       "expected a precision, got an empty value"},
+  });
 }
 
 // ---- Not supported yet ------------------------------------------------------------
@@ -577,10 +546,13 @@ matrix:
 }
 
 TEST(Unsupported, EveryLossScaleModeLoads) {
-  EXPECT_EQ(load("name: x\nloss_scale: none\n").base.loss_scale.mode, "none");
-  EXPECT_EQ(load("name: x\nloss_scale: static\n").base.loss_scale.mode, "static");
-  EXPECT_EQ(load("name: x\nloss_scale: dynamic\n").base.loss_scale.mode, "dynamic");
-  EXPECT_EQ(load("name: x\nloss_scale: 1024\n").base.loss_scale.mode, "static");
+  const std::vector<std::pair<const char*, LossScaleMode>> modes = {
+      {"none", LossScaleMode::None},
+      {"static", LossScaleMode::Static},
+      {"dynamic", LossScaleMode::Dynamic},
+      {"1024", LossScaleMode::Static}};
+  for (const auto& [text, mode] : modes)
+    EXPECT_EQ(load(std::string("name: x\nloss_scale: ") + text).base.loss_scale.mode, mode) << text;
   EXPECT_EQ(load("name: x\nloss_scale:\n  mode: dynamic\n  init: 1024\n").base.loss_scale.init,
             1024.0);
   EXPECT_EQ(load("name: x\nmatrix:\n  loss_scale: [none, static, dynamic]\n").cells.size(), 3u);
@@ -589,7 +561,7 @@ TEST(Unsupported, EveryLossScaleModeLoads) {
 TEST(Unsupported, OptionTurnsTheTableOff) {
   const ExperimentConfig e =
       load("name: x\noptimizer: {kind: lamb}\n", allow_unsupported());
-  EXPECT_EQ(e.base.optimizer.kind, "lamb");
+  EXPECT_EQ(e.base.optimizer.kind, OptimizerKind::Lamb);
 }
 
 TEST(Unsupported, BaseValueEveryCellOverridesIsNotRun) {
@@ -597,22 +569,22 @@ TEST(Unsupported, BaseValueEveryCellOverridesIsNotRun) {
   const ExperimentConfig e =
       load("name: x\noptimizer: {kind: lamb}\nmatrix:\n  optimizer.kind: [adamw]\n");
   ASSERT_EQ(e.cells.size(), 1u);
-  EXPECT_EQ(e.cells[0].config.optimizer.kind, "adamw");
+  EXPECT_EQ(e.cells[0].config.optimizer.kind, OptimizerKind::AdamW);
 }
 
 // ---- loss_scale values ---------------------------------------------------------------
 
 TEST(LossScale, Forms) {
-  EXPECT_EQ(load("name: x\nloss_scale: static\n").base.loss_scale.mode, "static");
+  EXPECT_EQ(load("name: x\nloss_scale: static\n").base.loss_scale.mode, LossScaleMode::Static);
   const LossScaleConfig number = load("name: x\nloss_scale: 1024\n").base.loss_scale;
-  EXPECT_EQ(number.mode, "static");
+  EXPECT_EQ(number.mode, LossScaleMode::Static);
   EXPECT_DOUBLE_EQ(number.value, 1024.0);
   const LossScaleConfig map = load(R"(name: x
 loss_scale: {mode: dynamic, init: 65536, growth_factor: 2, backoff_factor: 0.5,
              growth_interval: 2000, min: 1, max: 16777216, hysteresis: 3}
 )")
                                   .base.loss_scale;
-  EXPECT_EQ(map.mode, "dynamic");
+  EXPECT_EQ(map.mode, LossScaleMode::Dynamic);
   EXPECT_DOUBLE_EQ(map.min, 1.0);
   EXPECT_DOUBLE_EQ(map.max, 16777216.0);
   EXPECT_EQ(map.hysteresis, 3);
@@ -622,17 +594,18 @@ loss_scale: {mode: dynamic, init: 65536, growth_factor: 2, backoff_factor: 0.5,
 }
 
 TEST(LossScale, BadForms) {
-  expect_error(
-      "name: x\nloss_scale: dynamc\n", 2, 13, "loss_scale",
-      "expected none, static, dynamic, a number (static scale) or a map, got 'dynamc'; did "
-      "you mean 'dynamic'?");
-  expect_error("name: x\nloss_scale: {init: 8}\n", 2, 13, "loss_scale", "needs 'mode'");
-  expect_error("name: x\nloss_scale: {mode: static, init: 8}\n", 2, 28, "loss_scale.init",
-               "'init' applies to mode dynamic, not static");
-  expect_error("name: x\nloss_scale: {mode: dynamic, value: 8}\n", 2, 29, "loss_scale.value",
-               "'value' applies to mode static, not dynamic");
-  expect_error("name: x\nloss_scale: {mode: dynamic, min: 8, max: 4}\n", 2, 13, "loss_scale",
-               "loss_scale min (8) is above max (4)");
+  expect_errors({
+      {"name: x\nloss_scale: dynamc\n", 2, 13, "loss_scale",
+       "expected none, static, dynamic, a number (static scale) or a map, got 'dynamc'; did "
+      "you mean 'dynamic'?"},
+      {"name: x\nloss_scale: {init: 8}\n", 2, 13, "loss_scale", "needs 'mode'"},
+      {"name: x\nloss_scale: {mode: static, init: 8}\n", 2, 28, "loss_scale.init",
+       "'init' applies to mode dynamic, not static"},
+      {"name: x\nloss_scale: {mode: dynamic, value: 8}\n", 2, 29, "loss_scale.value",
+       "'value' applies to mode static, not dynamic"},
+      {"name: x\nloss_scale: {mode: dynamic, min: 8, max: 4}\n", 2, 13, "loss_scale",
+       "loss_scale min (8) is above max (4)"},
+  });
 }
 
 // ---- numerics_every -------------------------------------------------------------------
@@ -648,21 +621,20 @@ TEST(NumericsEvery, DefaultOffAndEveryK) {
 }
 
 TEST(NumericsEvery, BadValues) {
-  expect_error("name: x\nnumerics_every: -1\n", 2, 17, "numerics_every", "must be >= 0, got -1");
-  expect_error("name: x\nnumerics_every: often\n", 2, 17, "numerics_every",
-               "expected an integer, got 'often'");
-  expect_error("name: x\nnumerics_every: 2.5\n", 2, 17, "numerics_every",
-               "expected an integer, got '2.5'");
-  expect_error("name: x\nnumerics_every: [10]\n", 2, 17, "numerics_every",
-               "expected an integer, got a list");
-  expect_error("name: x\nnumerics_every: 99999999999\n", 2, 17, "numerics_every",
-               "integer out of range");
-  expect_error("name: x\nnumerics_every:\nseed: 1\n", 2, 1, "numerics_every",
-               "expected an integer, got an empty value");
-  expect_error("name: x\nnumerics_evry: 5\n", 2, 1, "numerics_evry",
-               "did you mean 'numerics_every'?");
-  expect_error("name: x\nmatrix:\n  numerics_every: [0, -5]\n", 3, 23, "matrix.numerics_every[1]",
-               "must be >= 0, got -5");
+  expect_errors({
+      {"name: x\nnumerics_every: -1\n", 2, 17, "numerics_every", "must be >= 0, got -1"},
+      {"name: x\nnumerics_every: often\n", 2, 17, "numerics_every",
+       "expected an integer, got 'often'"},
+      {"name: x\nnumerics_every: 2.5\n", 2, 17, "numerics_every", "expected an integer, got '2.5'"},
+      {"name: x\nnumerics_every: [10]\n", 2, 17, "numerics_every",
+       "expected an integer, got a list"},
+      {"name: x\nnumerics_every: 99999999999\n", 2, 17, "numerics_every", "integer out of range"},
+      {"name: x\nnumerics_every:\nseed: 1\n", 2, 1, "numerics_every",
+       "expected an integer, got an empty value"},
+      {"name: x\nnumerics_evry: 5\n", 2, 1, "numerics_evry", "did you mean 'numerics_every'?"},
+      {"name: x\nmatrix:\n  numerics_every: [0, -5]\n", 3, 23, "matrix.numerics_every[1]",
+       "must be >= 0, got -5"},
+  });
 }
 
 // ---- inject_nonfinite -------------------------------------------------------------------
@@ -705,26 +677,26 @@ TEST(InjectNonfinite, BadValues) {
   EXPECT_STREQ(e.what(),
                "experiments/x.yaml:2:19: key 'inject_nonfinite': expected a list of optimizer "
                "steps such as [3, 10] (or [] for none), got '5'");
-  expect_error("name: x\ninject_nonfinite: {a: 1}\n", 2, 19, "inject_nonfinite",
-               "expected a list of optimizer steps such as [3, 10] (or [] for none), got a map");
-  expect_error("name: x\ninject_nonfinite:\nseed: 1\n", 2, 1, "inject_nonfinite",
-               "got an empty value");
-  expect_error("name: x\ninject_nonfinite: [3, 0]\n", 2, 23, "inject_nonfinite[1]",
-               "must be >= 1, got 0");
-  expect_error("name: x\ninject_nonfinite: [3, -2]\n", 2, 23, "inject_nonfinite[1]",
-               "must be >= 1, got -2");
-  expect_error("name: x\ninject_nonfinite: [3, x]\n", 2, 23, "inject_nonfinite[1]",
-               "expected an integer, got 'x'");
-  expect_error("name: x\ninject_nonfinite: [1.5]\n", 2, 20, "inject_nonfinite[0]",
-               "expected an integer, got '1.5'");
-  expect_error("name: x\ninject_nonfinite: [[3]]\n", 2, 20, "inject_nonfinite[0]",
-               "expected an integer, got a list");
-  expect_error("name: x\ninject_nonfinite: [99999999999]\n", 2, 20, "inject_nonfinite[0]",
-               "integer out of range");
-  expect_error("name: x\ninject_nonfinite: [3, 10, 3]\n", 2, 27, "inject_nonfinite[2]",
-               "step 3 is listed twice (same as inject_nonfinite[0])");
-  expect_error("name: x\ninject_nonfinite:\n  - 4\n  - abc\n", 4, 5, "inject_nonfinite[1]",
-               "expected an integer, got 'abc'");
+  expect_errors({
+      {"name: x\ninject_nonfinite: {a: 1}\n", 2, 19, "inject_nonfinite",
+       "expected a list of optimizer steps such as [3, 10] (or [] for none), got a map"},
+      {"name: x\ninject_nonfinite:\nseed: 1\n", 2, 1, "inject_nonfinite", "got an empty value"},
+      {"name: x\ninject_nonfinite: [3, 0]\n", 2, 23, "inject_nonfinite[1]", "must be >= 1, got 0"},
+      {"name: x\ninject_nonfinite: [3, -2]\n", 2, 23, "inject_nonfinite[1]",
+       "must be >= 1, got -2"},
+      {"name: x\ninject_nonfinite: [3, x]\n", 2, 23, "inject_nonfinite[1]",
+       "expected an integer, got 'x'"},
+      {"name: x\ninject_nonfinite: [1.5]\n", 2, 20, "inject_nonfinite[0]",
+       "expected an integer, got '1.5'"},
+      {"name: x\ninject_nonfinite: [[3]]\n", 2, 20, "inject_nonfinite[0]",
+       "expected an integer, got a list"},
+      {"name: x\ninject_nonfinite: [99999999999]\n", 2, 20, "inject_nonfinite[0]",
+       "integer out of range"},
+      {"name: x\ninject_nonfinite: [3, 10, 3]\n", 2, 27, "inject_nonfinite[2]",
+       "step 3 is listed twice (same as inject_nonfinite[0])"},
+      {"name: x\ninject_nonfinite:\n  - 4\n  - abc\n", 4, 5, "inject_nonfinite[1]",
+       "expected an integer, got 'abc'"},
+  });
 }
 
 TEST(InjectNonfinite, StepsMustNotExceedSteps) {
@@ -820,7 +792,7 @@ TEST(ModelData, EachModelNeedsItsKindOfData) {
       "name: x\nmodel: {kind: bert, size: mini, seq_len: 64, pre_ln: on}\ndata: {kind: text, path: a.txt}\n", "x.yaml",
       allow);
   EXPECT_EQ(ok.base.model.size, "mini");
-  EXPECT_EQ(ok.base.model.pre_ln, "on");
+  EXPECT_TRUE(ok.base.model.pre_ln);
   EXPECT_EQ(ok.base.data.path, "a.txt");
 }
 

@@ -1,0 +1,381 @@
+// Attention on the CPU: the unfused path's masked softmax (and its backward)
+// over materialised scores, and fused flash-style attention that never
+// materialises the [T,T] matrix. The mask rule, the online softmax and the
+// backward formulas are in ops/attention.h (shared with the CUDA kernels).
+//
+// Fused layout of the work: forward tasks are (batch, head) x query tile
+// (kAttnTileQ rows), backward tasks whole (batch, head) pairs; a task
+// converts its operands to fp32 scratch (padded to 16-float rows, K and V
+// also transposed where the product needs keys along contiguous memory), then
+// walks query tiles x key tiles (kAttnTileQ x kAttnTileK) with fp32
+// accumulators. Every product (S = Q K^T, P V, dP = dO V^T, dV = P^T dO,
+// dK = dS^T Q, dQ = dS K) is a register-blocked small GEMM (small_gemm: 4
+// rows x up to 64 columns held in vector registers, the reduction index in
+// order). Each output element is computed by one thread in a fixed order
+// (dK/dV by the thread that owns the (batch, head)), so the results are
+// deterministic and independent of the thread count.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <omp.h>
+
+#include "ops/attention.h"
+#include "backends/cpu/cpu_device_impl.h"
+#include "backends/cpu/dispatch.h"
+
+namespace mpb::cpu {
+
+using scalar::Elem;
+
+namespace {
+
+struct AttnDims {
+  int64_t B, H, Tq, Tk, D;
+};
+
+// q [B,H,Tq,D], k [B,H,Tk,D] (the public ops checked the shapes).
+AttnDims attn_dims(const Tensor& q, const Tensor& k) {
+  return AttnDims{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3]};
+}
+
+// ---- fused-attention building blocks ----------------------------------------------------
+// fp32 scratch rows are padded to multiples of kLanes floats so the
+// register-blocked products below need no column remainder; pads are zeroed
+// once and never written, or hold values whose results are never read.
+constexpr int64_t kLanes = 16;
+inline int64_t pad16(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+// 16 fp32 lanes (one AVX-512 register; two AVX2 ones elsewhere). Only used as
+// local variables, never passed to or returned from functions (ABI-neutral).
+typedef float v16f __attribute__((vector_size(64)));
+
+// C[r, 16v + l] (+)= sum_k A(r, k) * Bm[k * ldb + 16v + l] for r < R, v < NV,
+// l < 16, with A(r, k) = A[r * ars + k * aks] (row- or column-major A). The
+// R x NV accumulators stay in registers; the sum runs over k in order,
+// starting from C (accumulate) or 0. Plain mul + add (-ffp-contract=off).
+template <int R, int NV>
+inline void micro_kernel(float* C, int64_t ldc, const float* A, int64_t ars, int64_t aks, const float* Bm,
+                         int64_t ldb, int64_t K, bool accumulate) {
+  v16f c[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) {
+      if (accumulate)
+        __builtin_memcpy(&c[r][v], C + r * ldc + v * kLanes, sizeof(v16f));
+      else
+        c[r][v] = v16f{} ;
+    }
+  for (int64_t k = 0; k < K; ++k) {
+    const float* b = Bm + k * ldb;
+    v16f bv[NV];
+    for (int v = 0; v < NV; ++v) {
+      __builtin_memcpy(&bv[v], b + v * kLanes, sizeof(v16f));
+#if defined(__AVX512F__) && defined(__GNUC__)
+      // Keep B in registers (loaded once per k) instead of a memory operand
+      // of each of the R multiplies: halves the loads of the inner loop.
+      __asm__("" : "+v"(bv[v]));
+#endif
+    }
+    const float* a = A + k * aks;
+    for (int r = 0; r < R; ++r) {
+      const float ar = a[r * ars];
+      for (int v = 0; v < NV; ++v) c[r][v] += ar * bv[v];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) __builtin_memcpy(C + r * ldc + v * kLanes, &c[r][v], sizeof(v16f));
+}
+
+// C[M, N] (+)= A[M, K] . Bm[K, N] over fp32 scratch: M rows are computed in
+// blocks of 4 (rows past M up to the next multiple of 4 are computed too, so
+// A and C must have them; their results are garbage), N is rounded up to 16
+// (Bm and C rows must be that wide). Each output element's sum is the same
+// (k in order) whatever the blocking.
+void small_gemm(float* C, int64_t ldc, const float* A, int64_t ars, int64_t aks, const float* Bm, int64_t ldb,
+                int64_t M, int64_t N, int64_t K, bool accumulate) {
+  constexpr int R = 4;
+  const int64_t nv = pad16(N) / kLanes;
+  for (int64_t m0 = 0; m0 < M; m0 += R) {
+    float* c = C + m0 * ldc;
+    const float* a = A + m0 * ars;
+    int64_t v0 = 0;
+    for (; v0 + 4 <= nv; v0 += 4)
+      micro_kernel<R, 4>(c + v0 * kLanes, ldc, a, ars, aks, Bm + v0 * kLanes, ldb, K, accumulate);
+    switch (nv - v0) {
+      case 3: micro_kernel<R, 3>(c + v0 * kLanes, ldc, a, ars, aks, Bm + v0 * kLanes, ldb, K, accumulate); break;
+      case 2: micro_kernel<R, 2>(c + v0 * kLanes, ldc, a, ars, aks, Bm + v0 * kLanes, ldb, K, accumulate); break;
+      case 1: micro_kernel<R, 1>(c + v0 * kLanes, ldc, a, ars, aks, Bm + v0 * kLanes, ldb, K, accumulate); break;
+      default: break;
+    }
+  }
+}
+
+// dst[r * ldd + c] = t[offset + r * cols + c] as fp32, r < rows, c < cols.
+void load_rows(float* dst, int64_t ldd, const Tensor& t, int64_t offset, int64_t rows, int64_t cols) {
+  dispatch_float(t.dtype, [&](auto T) {
+    using E = Elem<decltype(T)::value>;
+    const void* p = t.data;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* dr = dst + r * ldd;
+      const int64_t o = offset + r * cols;
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) dr[c] = E::load(p, o + c);
+    }
+  });
+}
+
+// dst[c * ldd + r] = src[r * lds + c], r < rows, c < cols, in 16 x 16
+// blocks (the 16 destination rows of a block stay in cache).
+void transpose_f32(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kLanes)
+    for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+      const int64_t r1 = std::min(rows, r0 + kLanes), c1 = std::min(cols, c0 + kLanes);
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) dst[c * ldd + r] = src[r * lds + c];
+    }
+}
+
+// t[offset + r * cols + c] = factor * src[r * lds + c], rounded to t's dtype.
+void store_rows(const Tensor& t, int64_t offset, const float* src, int64_t lds, int64_t rows, int64_t cols,
+                float factor) {
+  dispatch_float(t.dtype, [&](auto T) {
+    using E = Elem<decltype(T)::value>;
+    void* p = t.data;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* sr = src + r * lds;
+      const int64_t o = offset + r * cols;
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) E::store(p, o + c, factor * sr[c]);
+    }
+  });
+}
+
+// Row i of a tile in place: the masked, scaled logits of s (nc entries).
+inline void mask_row(float* s, int64_t nc, const int32_t* kv, float scale, float mask) {
+#pragma omp simd
+  for (int64_t c = 0; c < nc; ++c) s[c] = scalar::masked_logit(s[c], scale, kv[c], mask);
+}
+
+}  // namespace
+
+// ---- unfused softmax ------------------------------------------------------------------
+void CpuDevice::masked_softmax_forward_impl(const Tensor& probs, const Tensor& scores, const Tensor& key_valid,
+                                            float scale, float mask_value) {
+  const int64_t Tk = scores.shape[3];
+  const int64_t rows_per_b = scores.shape[1] * scores.shape[2];
+  const int32_t* kv = static_cast<const int32_t*>(key_valid.data);
+  const float mask = scalar::attention_mask_rounded(scores.dtype, mask_value);
+  dispatch_float2(scores.dtype, probs.dtype, [&](auto S, auto P) {
+    using ES = Elem<decltype(S)::value>;
+    using EP = Elem<decltype(P)::value>;
+    const void* ps = scores.data;
+    void* pp = probs.data;
+    const int64_t rows = scores.rows();
+#pragma omp parallel
+    {
+      std::vector<float> e(static_cast<size_t>(Tk));
+      float* ev = e.data();
+#pragma omp for
+      for (int64_t r = 0; r < rows; ++r) {
+        const int32_t* kvb = kv + (r / rows_per_b) * Tk;
+        const int64_t base = r * Tk;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < Tk; ++j) {
+          ev[j] = scalar::masked_logit(ES::load(ps, base + j), scale, kvb[j], mask);
+          mx = ev[j] > mx ? ev[j] : mx;  // a NaN logit is skipped here but poisons the sum below
+        }
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < Tk; ++j) {
+          ev[j] = scalar::softmax_exp(ev[j], mx);
+          sum += ev[j];
+        }
+#pragma omp simd
+        for (int64_t j = 0; j < Tk; ++j) EP::store(pp, base + j, ev[j] / sum);
+      }
+    }
+  });
+}
+
+void CpuDevice::softmax_backward_impl(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs,
+                                      float scale) {
+  dispatch_float3(probs.dtype, dprobs.dtype, dscores.dtype, [&](auto P, auto DP, auto DS) {
+    using EP = Elem<decltype(P)::value>;
+    using EDP = Elem<decltype(DP)::value>;
+    using EDS = Elem<decltype(DS)::value>;
+    const void* pp = probs.data;
+    const void* pdp = dprobs.data;
+    void* pds = dscores.data;
+    const int64_t rows = probs.rows(), C = probs.cols();
+#pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t base = r * C;
+      float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t j = 0; j < C; ++j) dot += EP::load(pp, base + j) * EDP::load(pdp, base + j);
+#pragma omp simd
+      for (int64_t j = 0; j < C; ++j)
+        EDS::store(pds, base + j,
+                   scalar::softmax_grad(EP::load(pp, base + j), EDP::load(pdp, base + j), dot, scale));
+    }
+  });
+}
+
+// ---- fused attention --------------------------------------------------------------------
+// The products run through small_gemm on fp32 scratch that each thread
+// allocates once per call (per parallel region). Forward tasks are (b,h) x
+// query tile: rows are independent, and a thread reuses its converted K/V
+// while consecutive tasks share (b,h). Backward tasks are whole (b,h) pairs,
+// so dK/dV (summed over every query tile) belong to one thread.
+void CpuDevice::attention_forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                                       const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
+  const AttnDims d = attn_dims(q, k);
+  const int32_t* kv = static_cast<const int32_t*>(key_valid.data);
+  const float mask = scalar::attention_mask_rounded(q.dtype, mask_value);
+  constexpr int64_t Br = scalar::kAttnTileQ, Bc = scalar::kAttnTileK;
+  static_assert(Br % 4 == 0 && Bc % kLanes == 0, "tiles must fit the micro-kernel's blocking");
+  const int64_t D = d.D, Tq = d.Tq, Tk = d.Tk, Dp = pad16(D), Tkp = pad16(Tk);
+  const int64_t BH = d.B * d.H, nqt = (Tq + Br - 1) / Br, ntask = BH * nqt;
+  float* lse_p = static_cast<float*>(lse.data);
+#pragma omp parallel
+  {
+    // kt [D][Tkp] (K transposed), vf [Tkp][Dp], qf/acc [Br][Dp], S [Br][Bc].
+    std::vector<float> kt(static_cast<size_t>(D * Tkp), 0.0f), vf(static_cast<size_t>(Tkp * Dp), 0.0f);
+    std::vector<float> kf(static_cast<size_t>(Tk * Dp));
+    std::vector<float> qf(static_cast<size_t>(Br * Dp), 0.0f), acc(qf.size()), S(static_cast<size_t>(Br * Bc));
+    float m[Br], l[Br];
+    int64_t loaded = -1;
+    // Whole (b,h) per chunk when there are enough of them, else single query tiles.
+    const int64_t chunk = BH >= 4 * omp_get_num_threads() ? nqt : 1;
+#pragma omp for schedule(dynamic, chunk)
+    for (int64_t task = 0; task < ntask; ++task) {
+      const int64_t bh = task / nqt, i0 = (task % nqt) * Br;
+      const int32_t* kvb = kv + (bh / d.H) * Tk;
+      if (bh != loaded) {
+        load_rows(kf.data(), Dp, k, bh * Tk * D, Tk, D);
+        transpose_f32(kt.data(), Tkp, kf.data(), Dp, Tk, D);
+        load_rows(vf.data(), Dp, v, bh * Tk * D, Tk, D);
+        loaded = bh;
+      }
+      const int64_t nr = std::min(Br, Tq - i0);
+      load_rows(qf.data(), Dp, q, (bh * Tq + i0) * D, nr, D);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t r = 0; r < nr; ++r) m[r] = -INFINITY, l[r] = 0.0f;
+      for (int64_t j0 = 0; j0 < Tk; j0 += Bc) {
+        const int64_t nc = std::min(Bc, Tk - j0);
+        // S = Q_tile . K_tile^T (sum over D in order), then the mask rule.
+        small_gemm(S.data(), Bc, qf.data(), Dp, 1, kt.data() + j0, Tkp, nr, nc, D, false);
+        for (int64_t r = 0; r < nr; ++r) {
+          float* srow = S.data() + r * Bc;
+          mask_row(srow, nc, kvb + j0, scale, mask);
+          float mt = m[r];
+#pragma omp simd reduction(max : mt)
+          for (int64_t c = 0; c < nc; ++c) mt = srow[c] > mt ? srow[c] : mt;
+          const float corr = scalar::online_rescale(m[r], mt);
+          float rowsum = 0.0f;
+#pragma omp simd reduction(+ : rowsum)
+          for (int64_t c = 0; c < nc; ++c) {
+            srow[c] = scalar::softmax_exp(srow[c], mt);
+            rowsum += srow[c];
+          }
+          l[r] = l[r] * corr + rowsum;
+          m[r] = mt;
+          if (corr != 1.0f) {
+            float* ar = acc.data() + r * Dp;
+#pragma omp simd
+            for (int64_t e = 0; e < D; ++e) ar[e] *= corr;
+          }
+        }
+        // acc += P . V_tile (sum over the tile's keys in order).
+        small_gemm(acc.data(), Dp, S.data(), Bc, 1, vf.data() + j0 * Dp, Dp, nr, D, nc, true);
+      }
+      for (int64_t r = 0; r < nr; ++r) {
+        const int64_t row = bh * Tq + i0 + r;
+        float* ar = acc.data() + r * Dp;
+        const float lr = l[r];
+#pragma omp simd
+        for (int64_t e = 0; e < D; ++e) ar[e] = ar[e] / lr;
+        lse_p[row] = scalar::attention_lse(m[r], lr);
+      }
+      store_rows(out, (bh * Tq + i0) * D, acc.data(), Dp, nr, D, 1.0f);
+    }
+  }
+}
+
+void CpuDevice::attention_backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                                        const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                                        const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
+  const AttnDims d = attn_dims(q, k);
+  const int32_t* kv = static_cast<const int32_t*>(key_valid.data);
+  const float mask = scalar::attention_mask_rounded(q.dtype, mask_value);
+  constexpr int64_t Br = scalar::kAttnTileQ, Bc = scalar::kAttnTileK;
+  const int64_t D = d.D, Tq = d.Tq, Tk = d.Tk, Dp = pad16(D), Tkp = pad16(Tk);
+  // Rows padded to a multiple of 4 (the micro-kernel's row block).
+  const int64_t Tq4 = (Tq + 3) / 4 * 4, Tk4 = (Tk + 3) / 4 * 4;
+  const float* lse_p = static_cast<const float*>(lse.data);
+#pragma omp parallel
+  {
+    const size_t nq = static_cast<size_t>(Tq4 * Dp), nk = static_cast<size_t>(Tk4 * Dp);
+    // qf, dof, dqa, of [Tq][Dp]; kf [Tk][Dp]; kt, vt [D][Tkp]; dka, dva [Bc][Dp]; P, dS [Br][Bc].
+    std::vector<float> qf(nq, 0.0f), dof(nq, 0.0f), dqa(nq, 0.0f), di(static_cast<size_t>(Tq));
+    std::vector<float> of(std::max(nq, nk), 0.0f);  // V (before the transpose), then O
+    std::vector<float> kf(nk, 0.0f), kt(static_cast<size_t>(D * Tkp), 0.0f), vt(kt.size(), 0.0f);
+    std::vector<float> dka(static_cast<size_t>(Bc * Dp), 0.0f), dva(dka.size(), 0.0f);
+    std::vector<float> P(static_cast<size_t>(Br * Bc), 0.0f), dS(P.size(), 0.0f);
+#pragma omp for schedule(dynamic)
+    for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
+      const int32_t* kvb = kv + (bh / d.H) * Tk;
+      const float* lse_bh = lse_p + bh * Tq;
+      load_rows(qf.data(), Dp, q, bh * Tq * D, Tq, D);
+      load_rows(dof.data(), Dp, dout, bh * Tq * D, Tq, D);
+      load_rows(kf.data(), Dp, k, bh * Tk * D, Tk, D);
+      transpose_f32(kt.data(), Tkp, kf.data(), Dp, Tk, D);
+      load_rows(of.data(), Dp, v, bh * Tk * D, Tk, D);  // of holds V until O is loaded below
+      transpose_f32(vt.data(), Tkp, of.data(), Dp, Tk, D);
+      // D_i = rowsum(dO_i * O_i), from the stored O.
+      load_rows(of.data(), Dp, out, bh * Tq * D, Tq, D);
+      for (int64_t i = 0; i < Tq; ++i) {
+        const float* a = dof.data() + i * Dp;
+        const float* b = of.data() + i * Dp;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int64_t e = 0; e < D; ++e) s += a[e] * b[e];
+        di[static_cast<size_t>(i)] = s;
+      }
+      std::fill(dqa.begin(), dqa.end(), 0.0f);
+      for (int64_t j0 = 0; j0 < Tk; j0 += Bc) {
+        const int64_t nc = std::min(Bc, Tk - j0);
+        std::fill(dka.begin(), dka.end(), 0.0f);
+        std::fill(dva.begin(), dva.end(), 0.0f);
+        for (int64_t i0 = 0; i0 < Tq; i0 += Br) {
+          const int64_t nr = std::min(Br, Tq - i0);
+          // P = exp(logits - lse) and dP = dO V^T (into dS), then dS = P * (dP - D_i).
+          small_gemm(P.data(), Bc, qf.data() + i0 * Dp, Dp, 1, kt.data() + j0, Tkp, nr, nc, D, false);
+          small_gemm(dS.data(), Bc, dof.data() + i0 * Dp, Dp, 1, vt.data() + j0, Tkp, nr, nc, D, false);
+          for (int64_t r = 0; r < nr; ++r) {
+            float* prow = P.data() + r * Bc;
+            float* dsrow = dS.data() + r * Bc;
+            const float li = lse_bh[i0 + r], dii = di[static_cast<size_t>(i0 + r)];
+            mask_row(prow, nc, kvb + j0, scale, mask);
+#pragma omp simd
+            for (int64_t c = 0; c < nc; ++c) {
+              prow[c] = scalar::softmax_exp(prow[c], li);
+              dsrow[c] = scalar::attention_ds(prow[c], dsrow[c], dii);
+            }
+          }
+          // dV_tile += P^T dO_tile, dK_tile += dS^T Q_tile (sums over the
+          // query tile's rows in order), dQ_tile += dS K_tile (over its keys).
+          small_gemm(dva.data(), Dp, P.data(), 1, Bc, dof.data() + i0 * Dp, Dp, nc, D, nr, true);
+          small_gemm(dka.data(), Dp, dS.data(), 1, Bc, qf.data() + i0 * Dp, Dp, nc, D, nr, true);
+          small_gemm(dqa.data() + i0 * Dp, Dp, dS.data(), Bc, 1, kf.data() + j0 * Dp, Dp, nr, D, nc, true);
+        }
+        store_rows(dk, (bh * Tk + j0) * D, dka.data(), Dp, nc, D, scale);
+        store_rows(dv, (bh * Tk + j0) * D, dva.data(), Dp, nc, D, 1.0f);
+      }
+      store_rows(dq, bh * Tq * D, dqa.data(), Dp, Tq, D, scale);
+    }
+  }
+}
+
+}  // namespace mpb::cpu

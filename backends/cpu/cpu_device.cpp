@@ -1,0 +1,90 @@
+// CpuDevice's construction, memory, copies and timers; the numeric ops are in
+// the other files of backends/cpu (see cpu_device_impl.h).
+#include "backends/cpu/cpu_device.h"
+
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "backends/cpu/cpu_device_impl.h"
+
+namespace mpb {
+
+namespace cpu {
+
+namespace {
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto pos = line.find(':');
+      if (pos != std::string::npos) return line.substr(pos + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+// CPU work is synchronous, so a steady clock read after the op returns is the
+// device time.
+class CpuTimer final : public DeviceTimer {
+ public:
+  void start() override { t0_ = std::chrono::steady_clock::now(); }
+  void stop() override { t1_ = std::chrono::steady_clock::now(); }
+  double elapsed_ms() override { return std::chrono::duration<double, std::milli>(t1_ - t0_).count(); }
+
+ private:
+  std::chrono::steady_clock::time_point t0_, t1_;
+};
+
+}  // namespace
+
+CpuDevice::CpuDevice() : onednn_(make_onednn_matmul()) {
+  info_.kind = "cpu";
+  info_.name = cpu_model_name();
+  info_.cores = omp_get_max_threads();
+  const dnnl_version_t* v = dnnl_version();
+  info_.versions.emplace_back("onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                                            std::to_string(v->patch));
+}
+
+std::unique_ptr<DeviceTimer> CpuDevice::make_timer() { return std::make_unique<CpuTimer>(); }
+
+void CpuDevice::upload_impl(const Tensor& dst, const void* src) { std::memcpy(dst.data, src, dst.bytes()); }
+
+void CpuDevice::download_impl(void* dst, const Tensor& src) { std::memcpy(dst, src.data, src.bytes()); }
+
+void CpuDevice::copy_impl(const Tensor& dst, const Tensor& src) {
+  if (dst.data != src.data) std::memcpy(dst.data, src.data, src.bytes());
+}
+
+void* CpuDevice::raw_alloc(size_t bytes) {
+  // 64-byte alignment: a cache line and an AVX-512 register.
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw DeviceError("cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void CpuDevice::raw_free(void* p) { std::free(p); }
+
+void* CpuDevice::workspace(int slot, size_t bytes) {
+  DeviceBuffer& buf = workspace_[slot];
+  if (buf.bytes() < bytes) {
+    buf.release();
+    buf = alloc(Shape{static_cast<int64_t>((bytes + 3) / 4)}, DType::F32, MemCategory::Workspace);
+  }
+  return buf.tensor().data;
+}
+
+}  // namespace cpu
+
+std::unique_ptr<Device> make_cpu_device() { return std::make_unique<cpu::CpuDevice>(); }
+
+}  // namespace mpb

@@ -1,0 +1,580 @@
+// Attention on the GPU: the unfused path's masked softmax (and its backward)
+// over materialised scores, and fused flash-style attention (FlashAttention-2
+// structure) that never materialises the [T,T] matrix. The mask rule, the
+// online softmax and the backward formulas are the shared scalar cores of
+// ops/attention.h, exactly as backends/cpu/attention.cpp uses them. Arguments
+// arrive checked (core/device.h); this file checks only its own limits.
+//
+// Masked softmax / softmax backward: one warp per row (grid-stride over rows);
+// the row max, the sum of exponentials and the backward's dot product are
+// fp32 reductions (lanes in order, then a fixed butterfly), so the results are
+// run-to-run reproducible and agree with the CPU to fp32-summation bounds. The
+// logits themselves (masked_logit), the max and every exponential are the same
+// fp32 operations as on the CPU.
+//
+// Fused attention. Tiles of kTileQ queries x kTileK keys, staged in shared
+// memory as fp32 (whatever the storage dtype); 256 threads = kTileQ rows x
+// kRowThreads threads, the kRowThreads threads of a row being consecutive lanes
+// of one warp (row statistics are combined by shuffles among them). Head dim
+// D <= kMaxHeadDim = 128 (each thread owns D / kRowThreads accumulator
+// columns in registers); larger D is rejected with std::invalid_argument (a
+// backend limit, with the grid limits in check_limits below).
+//  forward  (grid: B*H x query tiles): Q tile loaded once; per key tile: K
+//           into shared memory, S = Q K^T (every dot product summed over d in
+//           order, as on the CPU), the mask rule, the online-softmax update
+//           (running max m, running sum l, rescale of the accumulator), then V
+//           into the same buffer and acc += P V. out = acc / l and
+//           lse = m + log(l) (fp32 [B,H,Tq]) per query.
+//  backward (no atomics, so deterministic):
+//           1. D_i = rowsum(dO_i * O_i) from the stored O (fp32 [B,H,Tq] in a
+//              device scratch buffer: O(T), not O(T^2)).
+//           2. dQ (grid: B*H x query tiles): per key tile, P = exp(logit -
+//              lse) recomputed, dP = dO V^T, dS = P (dP - D_i), dQ += dS K.
+//           3. dK, dV (grid: B*H x key tiles): per query tile, the same P and
+//              dS, dV += P^T dO, dK += dS^T Q.
+//           dQ and dK are multiplied by `scale` once at the end, as on the CPU.
+//           Every accumulation runs over keys (dQ) or queries (dK, dV) in
+//           ascending order in fp32.
+// Keys beyond Tk and queries beyond Tq in a partial tile contribute exactly
+// nothing (probability 0), they are not masked; padded keys follow the mask
+// rule. All shared-memory rows have an odd stride (bank-conflict-free column
+// reads). Shared memory is dynamic, sized for the actual D; above 48 KiB the
+// kernel opts in (cudaFuncAttributeMaxDynamicSharedMemorySize): at D = 128 the
+// backward's dK/dV kernel uses 73 KiB, below every targeted GPU's opt-in limit
+// (99 KiB on sm_86/sm_89, more on sm_80/sm_90); the limit is checked with a
+// clear error anyway.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_device_impl.h"
+#include "ops/attention.h"
+#include "backends/cuda/kernel_util.cuh"
+#include "ops/dtype_io.h"
+
+namespace mpb::cuda {
+
+namespace {
+
+using scalar::load_f32;
+using scalar::store_f32;
+
+constexpr int kTileQ = 32;
+constexpr int kTileK = 32;
+constexpr int kRowThreads = 8;  // threads per tile row (consecutive lanes)
+constexpr int kMaxHeadDim = 128;
+constexpr int kDimsPerThread = kMaxHeadDim / kRowThreads;  // accumulator columns per thread
+constexpr int kColsPerThread = kTileK / kRowThreads;       // S-tile columns per thread
+constexpr int kLdS = kTileK + 1;                           // row stride of the P / dS tiles
+static_assert(kTileQ * kRowThreads == kThreads, "one tile row per kRowThreads threads");
+static_assert(kTileK == kTileQ, "the dK/dV kernel maps keys onto the tile rows");
+static_assert(32 % kRowThreads == 0, "a row's threads must lie in one warp");
+
+__device__ inline unsigned lane_id() { return threadIdx.x & 31u; }
+__device__ inline int64_t warp_global() { return (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; }
+__device__ inline int64_t warps_in_grid() { return (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5; }
+
+// Rows of a tile of `tile` starting at `start` that lie below `total`.
+__device__ inline int tile_rows(int64_t total, int64_t start, int tile) {
+  const int64_t left = total - start;
+  return left < tile ? static_cast<int>(left) : tile;
+}
+
+// Warp-wide fp32 sum (butterfly: a fixed order) and max (a > b ? a : b, which
+// skips NaN like the CPU's running max), then lane 0's value broadcast so
+// every lane holds the same bits.
+__device__ inline float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+__device__ inline float warp_max(float v) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = o > v ? o : v;
+  }
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+
+// The same over the kRowThreads lanes of one tile row (all 32 lanes call it).
+__device__ inline float row_sum(float v) {
+  for (int off = kRowThreads / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return __shfl_sync(0xffffffffu, v, static_cast<int>(lane_id() & ~static_cast<unsigned>(kRowThreads - 1)));
+}
+__device__ inline float row_max(float v) {
+  for (int off = kRowThreads / 2; off > 0; off >>= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = o > v ? o : v;
+  }
+  return __shfl_sync(0xffffffffu, v, static_cast<int>(lane_id() & ~static_cast<unsigned>(kRowThreads - 1)));
+}
+
+// ---- unfused softmax ---------------------------------------------------------------------
+// probs = softmax(masked_logit(scores)) per row, one warp per row. Each lane
+// reads and writes the same columns in every pass, so probs may alias scores.
+__global__ void masked_softmax_kernel(void* probs, DType pt, const void* scores, DType st, const int32_t* key_valid,
+                                      int64_t rows, int64_t rows_per_b, int64_t Tk, float scale, float mask) {
+  const unsigned lane = lane_id();
+  for (int64_t r = warp_global(); r < rows; r += warps_in_grid()) {
+    const int32_t* kvb = key_valid + (r / rows_per_b) * Tk;
+    const int64_t base = r * Tk;
+    float mx = -INFINITY;
+    for (int64_t j = lane; j < Tk; j += 32) {
+      const float l = scalar::masked_logit(load_f32(scores, st, base + j), scale, kvb[j], mask);
+      mx = l > mx ? l : mx;  // a NaN logit is skipped here but poisons the sum below (as on the CPU)
+    }
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int64_t j = lane; j < Tk; j += 32)
+      sum += scalar::softmax_exp(scalar::masked_logit(load_f32(scores, st, base + j), scale, kvb[j], mask), mx);
+    sum = warp_sum(sum);
+    for (int64_t j = lane; j < Tk; j += 32) {
+      const float e =
+          scalar::softmax_exp(scalar::masked_logit(load_f32(scores, st, base + j), scale, kvb[j], mask), mx);
+      store_f32(probs, pt, base + j, e / sum);
+    }
+  }
+}
+
+// dscores = scale * p * (dp - sum_j p_j dp_j), one warp per row (may alias
+// either input: each lane reads an element before it writes it).
+__global__ void softmax_backward_kernel(void* ds, DType dst, const void* p, DType pt, const void* dp, DType dpt,
+                                        int64_t rows, int64_t C, float scale) {
+  const unsigned lane = lane_id();
+  for (int64_t r = warp_global(); r < rows; r += warps_in_grid()) {
+    const int64_t base = r * C;
+    float dot = 0.0f;
+    for (int64_t j = lane; j < C; j += 32) dot += load_f32(p, pt, base + j) * load_f32(dp, dpt, base + j);
+    dot = warp_sum(dot);
+    for (int64_t j = lane; j < C; j += 32)
+      store_f32(ds, dst, base + j,
+                scalar::softmax_grad(load_f32(p, pt, base + j), load_f32(dp, dpt, base + j), dot, scale));
+  }
+}
+
+// ---- fused attention ------------------------------------------------------------------------
+struct AttnArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  DType qt;  // q, k and v share it
+  const int32_t* key_valid;
+  int64_t H, Tq, Tk;
+  int D, ld;  // head dim, shared-memory row stride (odd)
+  float scale, mask;  // mask: attention_mask_rounded(q's dtype, mask_value)
+};
+
+// dst[r * ld + d] = src[elem0 + r * D + d] as fp32 for r < valid, 0 for
+// valid <= r < rows (the rest of a partial tile).
+__device__ void load_tile(float* dst, int ld, const void* src, DType t, int64_t elem0, int valid, int rows, int D) {
+  const int n = rows * D;
+  for (int idx = threadIdx.x; idx < n; idx += blockDim.x) {
+    const int r = idx / D, d = idx - r * D;
+    dst[r * ld + d] = r < valid ? load_f32(src, t, elem0 + static_cast<int64_t>(idx)) : 0.0f;
+  }
+}
+
+// kvs[j] = key_valid[b, j0 + j] for the nk keys of the tile starting at j0,
+// 0 (masked) for the rest of a partial tile.
+__device__ inline void load_key_valid(int* kvs, const AttnArgs& a, int64_t b, int64_t j0, int nk) {
+  if (threadIdx.x < kTileK)
+    kvs[threadIdx.x] = static_cast<int>(threadIdx.x) < nk ? a.key_valid[b * a.Tk + j0 + threadIdx.x] : 0;
+}
+
+// Sum over d of a[d] * b[d], d ascending from 0 (the CPU's order).
+__device__ inline float dot_rows(const float* a, const float* b, int D) {
+  float s = 0.0f;
+  for (int d = 0; d < D; ++d) s += a[d] * b[d];
+  return s;
+}
+
+// acc[k] += sum over c < n, ascending, of w[c] * rows[c * ld + d] for thread
+// s's columns d = s + kRowThreads * k < D: one weight row times a tile (P . V
+// in the forward kernel, dS . K in the dQ kernel). Force-inlined so acc stays
+// in registers.
+__device__ __forceinline__ void accumulate_weighted_rows(float (&acc)[kDimsPerThread], const float* w,
+                                                         const float* rows, int n, int ld, int s, int D) {
+  for (int c = 0; c < n; ++c) {
+    const float wc = w[c];
+    const float* r = rows + c * ld;
+#pragma unroll
+    for (int k = 0; k < kDimsPerThread; ++k) {
+      const int d = s + kRowThreads * k;
+      if (d < D) acc[k] += wc * r[d];
+    }
+  }
+}
+
+__global__ void attention_forward_kernel(AttnArgs a, void* out, DType ot, float* lse) {
+  extern __shared__ float smem[];
+  float* Qs = smem;                 // [kTileQ][ld]
+  float* KVs = Qs + kTileQ * a.ld;  // [kTileK][ld]: K, then V, of the current key tile
+  float* Ps = KVs + kTileK * a.ld;  // [kTileQ][kLdS]
+  int* kvs = reinterpret_cast<int*>(Ps + kTileQ * kLdS);  // [kTileK]
+  const int64_t bh = blockIdx.x, b = bh / a.H;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * kTileQ;
+  const int nq = tile_rows(a.Tq, i0, kTileQ);
+  const int g = static_cast<int>(threadIdx.x) / kRowThreads, s = static_cast<int>(threadIdx.x) % kRowThreads;
+  const int D = a.D, ld = a.ld;
+
+  load_tile(Qs, ld, a.q, a.qt, (bh * a.Tq + i0) * D, nq, kTileQ, D);
+  float m = -INFINITY, l = 0.0f;
+  float acc[kDimsPerThread];
+#pragma unroll
+  for (int k = 0; k < kDimsPerThread; ++k) acc[k] = 0.0f;
+
+  for (int64_t j0 = 0; j0 < a.Tk; j0 += kTileK) {
+    const int nk = tile_rows(a.Tk, j0, kTileK);
+    __syncthreads();  // the previous tile's readers of KVs, Ps and kvs are done
+    load_tile(KVs, ld, a.k, a.qt, (bh * a.Tk + j0) * D, nk, kTileK, D);
+    load_key_valid(kvs, a, b, j0, nk);
+    __syncthreads();
+
+    float sv[kColsPerThread];
+    float mt = m;
+#pragma unroll
+    for (int jj = 0; jj < kColsPerThread; ++jj) {
+      const int c = s + kRowThreads * jj;
+      sv[jj] = scalar::masked_logit(dot_rows(Qs + g * ld, KVs + c * ld, D), a.scale, kvs[c], a.mask);
+      if (c < nk) mt = sv[jj] > mt ? sv[jj] : mt;
+    }
+    mt = row_max(mt);
+    const float corr = scalar::online_rescale(m, mt);
+    float rowsum = 0.0f;
+#pragma unroll
+    for (int jj = 0; jj < kColsPerThread; ++jj) {
+      const int c = s + kRowThreads * jj;
+      const float p = c < nk ? scalar::softmax_exp(sv[jj], mt) : 0.0f;
+      Ps[g * kLdS + c] = p;
+      rowsum += p;
+    }
+    l = l * corr + row_sum(rowsum);
+    m = mt;
+
+    __syncthreads();  // every S dot product has read K
+    load_tile(KVs, ld, a.v, a.qt, (bh * a.Tk + j0) * D, nk, kTileK, D);
+    __syncthreads();  // V and P visible
+#pragma unroll
+    for (int k = 0; k < kDimsPerThread; ++k) acc[k] *= corr;
+    accumulate_weighted_rows(acc, Ps + g * kLdS, KVs, nk, ld, s, D);
+  }
+  if (g < nq) {
+    const int64_t row = bh * a.Tq + i0 + g;
+#pragma unroll
+    for (int k = 0; k < kDimsPerThread; ++k) {
+      const int d = s + kRowThreads * k;
+      if (d < D) store_f32(out, ot, row * D + d, acc[k] / l);
+    }
+    if (s == 0) lse[row] = scalar::attention_lse(m, l);
+  }
+}
+
+// D_i = sum_d dO_id * O_id, one warp per row.
+__global__ void attention_di_kernel(const void* dout, DType dt, const void* out, DType ot, float* di, int64_t rows,
+                                    int D) {
+  const unsigned lane = lane_id();
+  for (int64_t r = warp_global(); r < rows; r += warps_in_grid()) {
+    float s = 0.0f;
+    for (int d = static_cast<int>(lane); d < D; d += 32)
+      s += load_f32(dout, dt, r * D + d) * load_f32(out, ot, r * D + d);
+    s = warp_sum(s);
+    if (lane == 0) di[r] = s;
+  }
+}
+
+struct AttnGradIn {
+  const void* dout;
+  DType dt;
+  const float* lse;
+  const float* di;
+};
+
+// The backward kernels' query tile starting at row i0 (nq valid rows) of
+// head bh: Q and dO into Qs and dOs, lse and D_i into lse_s and di_s (0 for
+// the rest of a partial tile).
+__device__ inline void load_query_tile(const AttnArgs& a, const AttnGradIn& gi, float* Qs, float* dOs, float* lse_s,
+                                       float* di_s, int64_t bh, int64_t i0, int nq) {
+  load_tile(Qs, a.ld, a.q, a.qt, (bh * a.Tq + i0) * a.D, nq, kTileQ, a.D);
+  load_tile(dOs, a.ld, gi.dout, gi.dt, (bh * a.Tq + i0) * a.D, nq, kTileQ, a.D);
+  if (threadIdx.x < kTileQ) {
+    const bool in = static_cast<int>(threadIdx.x) < nq;
+    lse_s[threadIdx.x] = in ? gi.lse[bh * a.Tq + i0 + threadIdx.x] : 0.0f;
+    di_s[threadIdx.x] = in ? gi.di[bh * a.Tq + i0 + threadIdx.x] : 0.0f;
+  }
+}
+
+// The backward kernels' key tile starting at key j0 (nk valid keys) of head
+// bh in batch b: K and V into Ks and Vs, key_valid into kvs.
+__device__ inline void load_key_tile(const AttnArgs& a, float* Ks, float* Vs, int* kvs, int64_t bh, int64_t b,
+                                     int64_t j0, int nk) {
+  load_tile(Ks, a.ld, a.k, a.qt, (bh * a.Tk + j0) * a.D, nk, kTileK, a.D);
+  load_tile(Vs, a.ld, a.v, a.qt, (bh * a.Tk + j0) * a.D, nk, kTileK, a.D);
+  load_key_valid(kvs, a, b, j0, nk);
+}
+
+// P and dS of tile row g (a query) for the kColsPerThread columns of thread s:
+// p = exp(logit - lse) recomputed, dp = dO . v, ds = p (dp - D_i); zero for
+// queries or keys outside the tiles' valid ranges.
+__device__ inline void p_and_ds(const AttnArgs& a, const float* Qs, const float* dOs, const float* Ks,
+                                const float* Vs, const int* kvs, float lse_g, float di_g, int g, int s, int nq, int nk,
+                                float* p_out, float* ds_out) {
+#pragma unroll
+  for (int jj = 0; jj < kColsPerThread; ++jj) {
+    const int c = s + kRowThreads * jj;
+    const bool valid = g < nq && c < nk;
+    const float logit = scalar::masked_logit(dot_rows(Qs + g * a.ld, Ks + c * a.ld, a.D), a.scale, kvs[c], a.mask);
+    const float dp = dot_rows(dOs + g * a.ld, Vs + c * a.ld, a.D);
+    const float p = valid ? scalar::softmax_exp(logit, lse_g) : 0.0f;
+    p_out[jj] = p;
+    ds_out[jj] = valid ? scalar::attention_ds(p, dp, di_g) : 0.0f;
+  }
+}
+
+__global__ void attention_dq_kernel(AttnArgs a, AttnGradIn gi, void* dq, DType dqt) {
+  extern __shared__ float smem[];
+  const int ld = a.ld, D = a.D;
+  float* Qs = smem;                  // [kTileQ][ld]
+  float* dOs = Qs + kTileQ * ld;     // [kTileQ][ld]
+  float* Ks = dOs + kTileQ * ld;     // [kTileK][ld]
+  float* Vs = Ks + kTileK * ld;      // [kTileK][ld]
+  float* dSs = Vs + kTileK * ld;     // [kTileQ][kLdS]
+  float* lse_s = dSs + kTileQ * kLdS;  // [kTileQ]
+  float* di_s = lse_s + kTileQ;        // [kTileQ]
+  int* kvs = reinterpret_cast<int*>(di_s + kTileQ);  // [kTileK]
+  const int64_t bh = blockIdx.x, b = bh / a.H;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.y) * kTileQ;
+  const int nq = tile_rows(a.Tq, i0, kTileQ);
+  const int g = static_cast<int>(threadIdx.x) / kRowThreads, s = static_cast<int>(threadIdx.x) % kRowThreads;
+
+  load_query_tile(a, gi, Qs, dOs, lse_s, di_s, bh, i0, nq);
+  float acc[kDimsPerThread];
+#pragma unroll
+  for (int k = 0; k < kDimsPerThread; ++k) acc[k] = 0.0f;
+
+  for (int64_t j0 = 0; j0 < a.Tk; j0 += kTileK) {
+    const int nk = tile_rows(a.Tk, j0, kTileK);
+    __syncthreads();  // the previous tile's readers are done (first pass: Q, dO, lse, D_i visible after the next)
+    load_key_tile(a, Ks, Vs, kvs, bh, b, j0, nk);
+    __syncthreads();
+    float p[kColsPerThread], ds[kColsPerThread];
+    p_and_ds(a, Qs, dOs, Ks, Vs, kvs, lse_s[g], di_s[g], g, s, nq, nk, p, ds);
+#pragma unroll
+    for (int jj = 0; jj < kColsPerThread; ++jj) dSs[g * kLdS + s + kRowThreads * jj] = ds[jj];
+    __syncthreads();
+    accumulate_weighted_rows(acc, dSs + g * kLdS, Ks, nk, ld, s, D);
+  }
+  if (g < nq) {
+    const int64_t row = bh * a.Tq + i0 + g;
+#pragma unroll
+    for (int k = 0; k < kDimsPerThread; ++k) {
+      const int d = s + kRowThreads * k;
+      if (d < D) store_f32(dq, dqt, row * D + d, a.scale * acc[k]);
+    }
+  }
+}
+
+__global__ void attention_dkdv_kernel(AttnArgs a, AttnGradIn gi, void* dk, DType dkt, void* dv, DType dvt) {
+  extern __shared__ float smem[];
+  const int ld = a.ld, D = a.D;
+  float* Ks = smem;                  // [kTileK][ld]
+  float* Vs = Ks + kTileK * ld;      // [kTileK][ld]
+  float* Qs = Vs + kTileK * ld;      // [kTileQ][ld]
+  float* dOs = Qs + kTileQ * ld;     // [kTileQ][ld]
+  float* Ps = dOs + kTileQ * ld;     // [kTileQ][kLdS]
+  float* dSs = Ps + kTileQ * kLdS;   // [kTileQ][kLdS]
+  float* lse_s = dSs + kTileQ * kLdS;  // [kTileQ]
+  float* di_s = lse_s + kTileQ;        // [kTileQ]
+  int* kvs = reinterpret_cast<int*>(di_s + kTileQ);  // [kTileK]
+  const int64_t bh = blockIdx.x, b = bh / a.H;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.y) * kTileK;
+  const int nk = tile_rows(a.Tk, j0, kTileK);
+  const int g = static_cast<int>(threadIdx.x) / kRowThreads, s = static_cast<int>(threadIdx.x) % kRowThreads;
+
+  load_key_tile(a, Ks, Vs, kvs, bh, b, j0, nk);
+  // Thread (g, s) accumulates key g's dK and dV columns s, s + kRowThreads, ...
+  float dk_acc[kDimsPerThread], dv_acc[kDimsPerThread];
+#pragma unroll
+  for (int k = 0; k < kDimsPerThread; ++k) dk_acc[k] = dv_acc[k] = 0.0f;
+
+  for (int64_t i0 = 0; i0 < a.Tq; i0 += kTileQ) {
+    const int nq = tile_rows(a.Tq, i0, kTileQ);
+    __syncthreads();  // the previous tile's readers are done (first pass: K, V, kvs visible after the next)
+    load_query_tile(a, gi, Qs, dOs, lse_s, di_s, bh, i0, nq);
+    __syncthreads();
+    // P and dS of the tile: here g is the query row.
+    float p[kColsPerThread], ds[kColsPerThread];
+    p_and_ds(a, Qs, dOs, Ks, Vs, kvs, lse_s[g], di_s[g], g, s, nq, nk, p, ds);
+#pragma unroll
+    for (int jj = 0; jj < kColsPerThread; ++jj) {
+      Ps[g * kLdS + s + kRowThreads * jj] = p[jj];
+      dSs[g * kLdS + s + kRowThreads * jj] = ds[jj];
+    }
+    __syncthreads();
+    // Accumulate: here g is the key; queries in ascending order.
+    for (int r = 0; r < nq; ++r) {
+      const float pr = Ps[r * kLdS + g], dsr = dSs[r * kLdS + g];
+      const float* dor = dOs + r * ld;
+      const float* qr = Qs + r * ld;
+#pragma unroll
+      for (int k = 0; k < kDimsPerThread; ++k) {
+        const int d = s + kRowThreads * k;
+        if (d < D) {
+          dv_acc[k] += pr * dor[d];
+          dk_acc[k] += dsr * qr[d];
+        }
+      }
+    }
+  }
+  if (g < nk) {
+    const int64_t row = bh * a.Tk + j0 + g;
+#pragma unroll
+    for (int k = 0; k < kDimsPerThread; ++k) {
+      const int d = s + kRowThreads * k;
+      if (d < D) {
+        store_f32(dk, dkt, row * D + d, a.scale * dk_acc[k]);
+        store_f32(dv, dvt, row * D + d, 1.0f * dv_acc[k]);
+      }
+    }
+  }
+}
+
+// ---- host side ---------------------------------------------------------------------------------
+struct AttnDims {
+  int64_t B, H, Tq, Tk, D;
+};
+
+// Backend limits of the fused kernels (the shapes themselves were checked by
+// the public ops): the head dim fits the per-thread accumulators, B*H and the
+// tile count fit their grid dimensions.
+AttnDims check_limits(const char* op, const Tensor& q, const Tensor& k) {
+  const AttnDims d{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3]};
+  require(d.D <= kMaxHeadDim, op,
+          ("head dim " + std::to_string(d.D) + " exceeds the CUDA kernels' maximum of " +
+           std::to_string(kMaxHeadDim))
+              .c_str());
+  require(d.B * d.H <= 0x7FFFFFFF, op, "B * H exceeds one grid dimension");
+  require((std::max(d.Tq, d.Tk) + kTileQ - 1) / kTileQ <= 65535, op, "sequence too long for the tile grid");
+  return d;
+}
+
+// Odd row stride >= D: column reads of 8 consecutive rows hit distinct banks.
+int smem_ld(int64_t D) { return static_cast<int>(D % 2 == 0 ? D + 1 : D); }
+
+size_t forward_smem(int ld) {
+  return (static_cast<size_t>(kTileQ + kTileK) * ld + kTileQ * kLdS) * sizeof(float) + kTileK * sizeof(int);
+}
+size_t dq_smem(int ld) {
+  return (static_cast<size_t>(2 * kTileQ + 2 * kTileK) * ld + kTileQ * kLdS + 2 * kTileQ) * sizeof(float) +
+         kTileK * sizeof(int);
+}
+size_t dkdv_smem(int ld) {
+  return (static_cast<size_t>(2 * kTileQ + 2 * kTileK) * ld + 2 * kTileQ * kLdS + 2 * kTileQ) * sizeof(float) +
+         kTileK * sizeof(int);
+}
+
+// Allows `kernel` `bytes` of dynamic shared memory (an opt-in above the
+// default 48 KiB), with a clear error where the GPU has less.
+template <typename Kernel>
+void allow_smem(const CudaDevice& dev, Kernel kernel, size_t bytes, const char* op) {
+  constexpr size_t kDefault = size_t{48} << 10;
+  if (bytes <= kDefault) return;
+  int optin = 0;
+  MPB_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev.ordinal()));
+  if (bytes > static_cast<size_t>(optin))
+    throw DeviceError(std::string(op) + ": needs " + std::to_string(bytes) + " bytes of shared memory per block, " +
+                      "the GPU allows " + std::to_string(optin));
+  MPB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+unsigned row_warp_grid(const CudaDevice& dev, int64_t rows) {
+  const int64_t blocks = (rows + kWarps - 1) / kWarps;
+  const int64_t cap = static_cast<int64_t>(dev.sm_count()) * 32;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
+}
+
+AttnArgs attn_args(const AttnDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const int32_t* kv,
+                   float scale, float mask_value) {
+  AttnArgs a;
+  a.q = q.data;
+  a.k = k.data;
+  a.v = v.data;
+  a.qt = q.dtype;
+  a.key_valid = kv;
+  a.H = d.H;
+  a.Tq = d.Tq;
+  a.Tk = d.Tk;
+  a.D = static_cast<int>(d.D);
+  a.ld = smem_ld(d.D);
+  a.scale = scale;
+  a.mask = scalar::attention_mask_rounded(q.dtype, mask_value);  // step 1 of the mask rule, on the host
+  return a;
+}
+
+}  // namespace
+
+void CudaDevice::masked_softmax_forward_impl(const Tensor& probs, const Tensor& scores, const Tensor& key_valid,
+                                             float scale, float mask_value) {
+  const int64_t Tk = scores.shape[3];
+  const int64_t rows_per_b = scores.shape[1] * scores.shape[2];
+  const auto* kv = static_cast<const int32_t*>(key_valid.data);
+  const int64_t rows = scores.rows();
+  if (rows == 0 || Tk == 0) return;
+  const float mask = scalar::attention_mask_rounded(scores.dtype, mask_value);
+  masked_softmax_kernel<<<row_warp_grid(*this, rows), kThreads, 0, stream()>>>(
+      probs.data, probs.dtype, scores.data, scores.dtype, kv, rows, rows_per_b, Tk, scale, mask);
+  MPB_CHECK_LAUNCH("masked_softmax_kernel");
+}
+
+void CudaDevice::softmax_backward_impl(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs,
+                                       float scale) {
+  const int64_t rows = probs.rows(), C = probs.cols();
+  softmax_backward_kernel<<<row_warp_grid(*this, rows), kThreads, 0, stream()>>>(
+      dscores.data, dscores.dtype, probs.data, probs.dtype, dprobs.data, dprobs.dtype, rows, C, scale);
+  MPB_CHECK_LAUNCH("softmax_backward_kernel");
+}
+
+void CudaDevice::attention_forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                                        const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
+  const char* op = "attention_forward";
+  const AttnDims d = check_limits(op, q, k);
+  const auto* kv = static_cast<const int32_t*>(key_valid.data);
+  const AttnArgs a = attn_args(d, q, k, v, kv, scale, mask_value);
+  const size_t smem = forward_smem(a.ld);
+  allow_smem(*this, attention_forward_kernel, smem, op);
+  const dim3 grid(static_cast<unsigned>(d.B * d.H), static_cast<unsigned>((d.Tq + kTileQ - 1) / kTileQ));
+  attention_forward_kernel<<<grid, kThreads, smem, stream()>>>(a, out.data, out.dtype, static_cast<float*>(lse.data));
+  MPB_CHECK_LAUNCH("attention_forward_kernel");
+}
+
+void CudaDevice::attention_backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                                         const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                                         const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
+  const char* op = "attention_backward";
+  const AttnDims d = check_limits(op, q, k);
+  const auto* kv = static_cast<const int32_t*>(key_valid.data);
+  const AttnArgs a = attn_args(d, q, k, v, kv, scale, mask_value);
+
+  // 1. D_i = rowsum(dO * O) from the stored O.
+  const int64_t rows = d.B * d.H * d.Tq;
+  auto* di = static_cast<float*>(scratch(kScratchAttention, static_cast<size_t>(rows) * sizeof(float)));
+  attention_di_kernel<<<row_warp_grid(*this, rows), kThreads, 0, stream()>>>(dout.data, dout.dtype, out.data,
+                                                                             out.dtype, di, rows, a.D);
+  MPB_CHECK_LAUNCH("attention_di_kernel");
+  const AttnGradIn gi{dout.data, dout.dtype, static_cast<const float*>(lse.data), di};
+
+  // 2. dQ over query tiles.
+  const size_t smem_q = dq_smem(a.ld);
+  allow_smem(*this, attention_dq_kernel, smem_q, op);
+  const dim3 grid_q(static_cast<unsigned>(d.B * d.H), static_cast<unsigned>((d.Tq + kTileQ - 1) / kTileQ));
+  attention_dq_kernel<<<grid_q, kThreads, smem_q, stream()>>>(a, gi, dq.data, dq.dtype);
+  MPB_CHECK_LAUNCH("attention_dq_kernel");
+
+  // 3. dK, dV over key tiles.
+  const size_t smem_kv = dkdv_smem(a.ld);
+  allow_smem(*this, attention_dkdv_kernel, smem_kv, op);
+  const dim3 grid_k(static_cast<unsigned>(d.B * d.H), static_cast<unsigned>((d.Tk + kTileK - 1) / kTileK));
+  attention_dkdv_kernel<<<grid_k, kThreads, smem_kv, stream()>>>(a, gi, dk.data, dk.dtype, dv.data, dv.dtype);
+  MPB_CHECK_LAUNCH("attention_dkdv_kernel");
+}
+
+}  // namespace mpb::cuda

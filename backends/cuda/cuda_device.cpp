@@ -1,0 +1,319 @@
+#include "backends/cuda/cuda_device.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_device_impl.h"
+#include "backends/cuda/gemm_cublaslt.h"
+
+namespace mpb {
+
+namespace {
+
+// The oldest compute capability the build targets (CMake MPB_CUDA_ARCHITECTURES
+// 80;86;89;90): older GPUs have no kernel image to run.
+constexpr int kMinCcMajor = 8;
+
+// "13.0" from 13000 (cudaRuntimeGetVersion / cudaDriverGetVersion encoding).
+std::string cuda_version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+
+// Why device `ordinal` is unusable, or nullopt. Never throws.
+std::optional<std::string> unavailable(int ordinal) {
+  try {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return std::string("no CUDA device: ") + cudaGetErrorString(err);
+    }
+    if (count == 0) return std::string("no CUDA device: none found");
+    if (ordinal < 0 || ordinal >= count)
+      return "no CUDA device: ordinal " + std::to_string(ordinal) + " requested, " + std::to_string(count) +
+             " device(s) present";
+    cudaDeviceProp prop{};
+    const cudaError_t perr = cudaGetDeviceProperties(&prop, ordinal);
+    if (perr != cudaSuccess) {
+      (void)cudaGetLastError();
+      return "no CUDA device: cannot query device " + std::to_string(ordinal) + ": " + cudaGetErrorString(perr);
+    }
+    if (prop.major < kMinCcMajor)
+      return "no CUDA device: device " + std::to_string(ordinal) + " (" + prop.name + ") has compute capability " +
+             std::to_string(prop.major) + "." + std::to_string(prop.minor) + "; this build targets 8.0 and newer";
+    return std::nullopt;
+  } catch (const std::exception& e) {  // std::bad_alloc from the strings, in theory
+    return std::string("no CUDA device: ") + e.what();
+  }
+}
+
+// CUDA events on the device's stream.
+class CudaTimer final : public DeviceTimer {
+ public:
+  explicit CudaTimer(cudaStream_t stream) : stream_(stream) {
+    MPB_CUDA_CHECK(cudaEventCreate(&start_));
+    const cudaError_t err = cudaEventCreate(&stop_);
+    if (err != cudaSuccess) {
+      MPB_CUDA_REPORT(cudaEventDestroy(start_));
+      cuda::throw_cuda_error(err, "cudaEventCreate(&stop_)", __FILE__, __LINE__);
+    }
+  }
+  ~CudaTimer() override {
+    MPB_CUDA_REPORT(cudaEventDestroy(start_));
+    MPB_CUDA_REPORT(cudaEventDestroy(stop_));
+  }
+  CudaTimer(const CudaTimer&) = delete;
+  CudaTimer& operator=(const CudaTimer&) = delete;
+
+  void start() override {
+    MPB_CUDA_CHECK(cudaEventRecord(start_, stream_));
+    started_ = true;
+    stopped_ = false;
+  }
+  void stop() override {
+    if (!started_) throw DeviceError("cuda timer: stop() called before start()");
+    MPB_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+    stopped_ = true;
+  }
+  double elapsed_ms() override {
+    if (!stopped_) throw DeviceError("cuda timer: elapsed_ms() called before start() and stop()");
+    MPB_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0.0f;
+    MPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return static_cast<double>(ms);
+  }
+
+ private:
+  cudaStream_t stream_;
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
+  bool started_ = false, stopped_ = false;
+};
+
+}  // namespace
+
+std::optional<std::string> cuda_unavailable_reason() { return unavailable(0); }
+
+std::unique_ptr<Device> make_cuda_device(int ordinal) {
+  if (auto reason = unavailable(ordinal)) throw DeviceError(*reason);
+  return std::make_unique<cuda::CudaDevice>(ordinal);
+}
+
+std::vector<std::pair<std::string, std::string>> cuda_library_versions() {
+  std::vector<std::pair<std::string, std::string>> v;
+  int runtime = 0, driver = 0;
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) v.emplace_back("cuda_runtime", cuda_version_string(runtime));
+  if (cudaDriverGetVersion(&driver) == cudaSuccess)
+    v.emplace_back("cuda_driver", driver > 0 ? cuda_version_string(driver) : std::string("none"));
+  v.emplace_back("cublasLt", cuda::cublaslt_version_string());
+  int major = 0, minor = 0, patch = 0;
+  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
+    v.emplace_back("cublas", std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch));
+#ifdef MPB_HAVE_CUDNN
+  const size_t c = cudnnGetVersion();
+  v.emplace_back("cudnn", std::to_string(c / 10000) + "." + std::to_string((c % 10000) / 100) + "." +
+                              std::to_string(c % 100));
+#endif
+  cudaGetLastError();  // a failed query must not linger as the sticky "last error"
+  return v;
+}
+
+namespace cuda {
+
+CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
+  try {
+    MPB_CUDA_CHECK(cudaSetDevice(ordinal));
+    cudaDeviceProp prop{};
+    MPB_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
+    sm_count_ = prop.multiProcessorCount;
+    cc_major_ = prop.major;
+    cc_minor_ = prop.minor;
+    if (sm_count_ <= 0) throw DeviceError("cuda: device reports no multiprocessors");
+
+    MPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // Error flags the kernels can write and the host can read after a
+    // stream synchronisation, without a copy (64-bit Linux: UVA, so mapped
+    // pinned memory needs no cudaSetDeviceFlags(cudaDeviceMapHost)).
+    void* flags = nullptr;
+    MPB_CUDA_CHECK(cudaHostAlloc(&flags, kFlagCount * sizeof(int), cudaHostAllocMapped));
+    flags_host_ = static_cast<int*>(flags);
+    for (int i = 0; i < kFlagCount; ++i) flags_host_[i] = 0;
+    void* flags_dev = nullptr;
+    MPB_CUDA_CHECK(cudaHostGetDevicePointer(&flags_dev, flags, 0));
+    flags_dev_ = static_cast<int*>(flags_dev);
+
+    info_.kind = "cuda";
+    info_.name = prop.name;
+    info_.cores = sm_count_;
+    info_.compute_capability = std::to_string(cc_major_) + "." + std::to_string(cc_minor_);
+    info_.memory_bytes = prop.totalGlobalMem;
+    int runtime = 0, driver = 0;
+    MPB_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    MPB_CUDA_CHECK(cudaDriverGetVersion(&driver));
+    info_.versions.emplace_back("cuda_runtime", cuda_version_string(runtime));
+    info_.versions.emplace_back("cuda_driver", cuda_version_string(driver));
+    info_.versions.emplace_back("cublasLt", cublaslt_version_string());
+    {
+      // libcublas (linked; the runner's manifest has a "cublas" slot). GEMMs go through cuBLASLt.
+      int major = 0, minor = 0, patch = 0;
+      MPB_CUBLAS_CHECK(cublasGetProperty(MAJOR_VERSION, &major));
+      MPB_CUBLAS_CHECK(cublasGetProperty(MINOR_VERSION, &minor));
+      MPB_CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &patch));
+      info_.versions.emplace_back("cublas", std::to_string(major) + "." + std::to_string(minor) + "." +
+                                                std::to_string(patch));
+    }
+#ifdef MPB_HAVE_CUDNN
+    {
+      // cuDNN 9 encodes major*10000 + minor*100 + patch.
+      const size_t v = cudnnGetVersion();
+      info_.versions.emplace_back("cudnn", std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." +
+                                               std::to_string(v % 100));
+    }
+#endif
+
+    gemm_ = std::make_unique<CublasLtGemm>(*this);  // last: it allocates through this device
+  } catch (...) {
+    // The destructor does not run for a half-constructed object.
+    gemm_.reset();
+    if (flags_host_) MPB_CUDA_REPORT(cudaFreeHost(flags_host_));
+    if (stream_) MPB_CUDA_REPORT(cudaStreamDestroy(stream_));
+    flags_host_ = nullptr;
+    stream_ = nullptr;
+    throw;
+  }
+}
+
+CudaDevice::~CudaDevice() {
+  MPB_CUDA_REPORT(cudaStreamSynchronize(stream_));
+  gemm_.reset();  // frees the cuBLASLt workspace through raw_free
+  for (DeviceBuffer& b : scratch_) b.release();
+  MPB_CUDA_REPORT(cudaFreeHost(flags_host_));
+  MPB_CUDA_REPORT(cudaStreamDestroy(stream_));
+  if (!deferred_error_.empty())
+    std::fprintf(stderr, "mpbench cuda: device destroyed with an unreported error: %s\n", deferred_error_.c_str());
+}
+
+void CudaDevice::upload_impl(const Tensor& dst, const void* host_src) {
+  const size_t bytes = dst.bytes();
+  if (bytes == 0) return;
+  MPB_CUDA_CHECK(cudaMemcpyAsync(dst.data, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+  // The caller may reuse host_src as soon as we return (it may be pinned, in
+  // which case the copy above is truly asynchronous).
+  sync_and_check("upload");
+}
+
+void CudaDevice::download_impl(void* host_dst, const Tensor& src) {
+  const size_t bytes = src.bytes();
+  if (bytes == 0) return;
+  read_back(host_dst, src.data, bytes, "download");
+}
+
+void CudaDevice::copy_impl(const Tensor& dst, const Tensor& src) {
+  if (dst.bytes() == 0 || dst.data == src.data) return;
+  MPB_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaDevice::synchronize() { sync_and_check("synchronize"); }
+
+std::unique_ptr<DeviceTimer> CudaDevice::make_timer() { return std::make_unique<CudaTimer>(stream_); }
+
+void CudaDevice::gemm_impl(const GemmArgs& args) { gemm_->run(args); }
+
+std::string CudaDevice::gemm_support(GemmCompute c) const { return gemm_->support(c); }
+
+void* CudaDevice::scratch(ScratchSlot slot, size_t bytes) {
+  DeviceBuffer& buf = scratch_[static_cast<size_t>(slot)];
+  if (buf.bytes() < bytes) {
+    if (!buf.empty()) {
+      // Earlier kernels on the stream may still use the old buffer.
+      MPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      buf.release();
+    }
+    constexpr size_t kGranule = size_t{64} << 10;
+    const size_t want = (bytes + kGranule - 1) / kGranule * kGranule;
+    buf = alloc(Shape{static_cast<int64_t>(want / sizeof(float))}, DType::F32, MemCategory::Workspace);
+  }
+  return buf.tensor().data;
+}
+
+void CudaDevice::sync_and_check(const char* op) {
+  MPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  check_flags_and_deferred(op);
+}
+
+void CudaDevice::read_back(void* host_dst, const void* dev_src, size_t bytes, const char* op) {
+  MPB_CUDA_CHECK(cudaMemcpyAsync(host_dst, dev_src, bytes, cudaMemcpyDeviceToHost, stream_));
+  sync_and_check(op);
+}
+
+void CudaDevice::check_flags_and_deferred(const char* op) {
+  if (!deferred_error_.empty()) {
+    std::string e = std::move(deferred_error_);
+    deferred_error_.clear();
+    throw DeviceError(std::string(op) + ": earlier deferred CUDA error: " + e);
+  }
+  volatile int* flags = flags_host_;
+  // Both flags are read (and cleared) before throwing, so one error does not
+  // hide behind the other at the next call.
+  const bool bad_label = flags[kFlagBadLabel] != 0;
+  const bool bad_id = flags[kFlagBadId] != 0;
+  flags[kFlagBadLabel] = 0;
+  flags[kFlagBadId] = 0;
+  std::string msg;
+  if (bad_label)
+    msg += "a label >= the number of classes was found on the device (softmax_xent_* or count_correct since the "
+           "last synchronising call; negative labels are ignored rows, not errors); their results are invalid";
+  if (bad_id)
+    msg += std::string(msg.empty() ? "" : "; ") +
+           "an id outside [0, table rows) was found on the device (embedding_forward/backward since the last "
+           "synchronising call); their results are invalid";
+  if (!msg.empty()) throw DeviceError(std::string(op) + ": " + msg);
+}
+
+unsigned CudaDevice::elementwise_grid(int64_t n) const {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  const int64_t cap = static_cast<int64_t>(sm_count_) * 16;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
+}
+
+void* CudaDevice::raw_alloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // an allocation failure is not sticky; don't let check_launch see it
+    size_t free_b = 0, total_b = 0;
+    std::string mem;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+      mem = "; device memory free " + std::to_string(free_b >> 20) + " MiB of " + std::to_string(total_b >> 20) +
+            " MiB";
+    else
+      (void)cudaGetLastError();
+    throw DeviceError("cuda: cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorName(err) +
+                      ": " + cudaGetErrorString(err) + mem);
+  }
+  return p;
+}
+
+void CudaDevice::raw_free(void* ptr) {
+  // Called from DeviceBuffer::release(), i.e. from destructors: must not
+  // throw. The error is printed now and raised by the next synchronising call.
+  // (cudaFree waits for outstanding work on the device before freeing.)
+  const cudaError_t err = cudaFree(ptr);
+  if (err == cudaSuccess) return;
+  try {
+    std::string msg = cuda::format_cuda_error(err, "cudaFree(ptr)", __FILE__, __LINE__);
+    (void)cudaGetLastError();
+    std::fprintf(stderr, "mpbench cuda error: %s\n", msg.c_str());
+    if (deferred_error_.empty()) deferred_error_ = std::move(msg);
+  } catch (...) {
+    std::fprintf(stderr, "mpbench cuda error: cudaFree failed\n");
+  }
+}
+
+}  // namespace cuda
+}  // namespace mpb

@@ -1,0 +1,113 @@
+// CudaDevice: the Device implementation behind make_cuda_device(). Internal to
+// the CUDA backend (includes CUDA headers). Its memory/copy/timing members are
+// defined in backends/cuda/cuda_device.cpp; the numeric ops (*_impl) in
+// backends/cuda/*.cu. The public Device ops have checked the arguments against
+// core/device.h before any *_impl runs; the code here checks only the CUDA
+// backend's own limits (grid dimensions, shared memory, cuBLASLt), each
+// marked "backend limit".
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "core/device.h"
+
+namespace mpb::cuda {
+
+class CublasLtGemm;  // backends/cuda/gemm_cublaslt.h
+
+// Grow-only device scratch buffers (tracked as Workspace), one per purpose so
+// the users of one slot never overwrite another's live data. Reuse of a slot
+// by a later op is safe because everything runs in order on one stream.
+enum ScratchSlot : int {
+  kScratchReduce = 0,   // per-block / per-row partial results of reductions
+  kScratchResult,       // final reduction results copied to the host
+  kScratchGemmBias,     // the bias converted to the GEMM output dtype / realigned
+  kScratchGemmAux,      // the GELU aux (pre-activation) when pre_act can't take it directly
+  kScratchLayerNorm,    // per-chunk partial dgamma/dbeta of layernorm_backward
+  kScratchAttention,    // D_i = rowsum(dO * O) of attention_backward ([B,H,Tq] fp32)
+  kScratchEmbedding,    // embedding_backward's counting sort (counts, starts, positions)
+  kScratchCount
+};
+
+// Errors that kernels detect and can't throw: a kernel sets the flag (a plain
+// store of 1 into mapped pinned host memory) and the next synchronising call
+// raises a DeviceError.
+enum DeviceFlag : int { kFlagBadLabel = 0, kFlagBadId = 1, kFlagCount = 4 };
+
+// Threads per block of every kernel in the backend (a multiple of 32).
+constexpr int kThreads = 256;
+
+// Backend limits: std::invalid_argument naming the op, like the Device
+// contract's checks (core/device_checks.cpp).
+inline void require(bool ok, const char* op, const char* what) {
+  if (!ok) throw std::invalid_argument(std::string(op) + ": " + what);
+}
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int ordinal);
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  const DeviceInfo& info() const override { return info_; }
+
+  void synchronize() override;
+  std::unique_ptr<DeviceTimer> make_timer() override;
+  std::string gemm_support(GemmCompute c) const override;
+
+  // ---- for the backend's own code ------------------------------------------------
+  cudaStream_t stream() const { return stream_; }
+  int ordinal() const { return ordinal_; }
+  int sm_count() const { return sm_count_; }
+  int cc_major() const { return cc_major_; }
+  int cc_minor() const { return cc_minor_; }
+  // Device memory of at least `bytes` for `slot`, valid until the next call
+  // for the same slot (growing it synchronises the stream first).
+  void* scratch(ScratchSlot slot, size_t bytes);
+  // Device-visible pointer to the kFlagCount error flags.
+  int* device_flags() const { return flags_dev_; }
+  // Waits for the stream, then raises (DeviceError) any error deferred from a
+  // noexcept path or flagged by a kernel. `op` names the caller in messages.
+  void sync_and_check(const char* op);
+  // Copies `bytes` of device memory to the host and waits (sync_and_check).
+  void read_back(void* host_dst, const void* dev_src, size_t bytes, const char* op);
+  // Grid size for a grid-stride element-wise kernel of kThreads-thread blocks.
+  unsigned elementwise_grid(int64_t n) const;
+
+ protected:
+  // Defined in the file named for each group of the list:
+  //   memory and copies   backends/cuda/cuda_device.cpp
+  //   GEMM                backends/cuda/cuda_device.cpp (CublasLtGemm, backends/cuda/gemm_cublaslt.cu)
+  //   element-wise        backends/cuda/elementwise.cu
+  //   losses              backends/cuda/softmax_xent.cu
+  //   reductions          backends/cuda/reduce.cu
+  //   transformer ops     backends/cuda/transformer.cu
+  //   attention           backends/cuda/attention.cu
+  //   embeddings          backends/cuda/embedding.cu
+  //   optimizers          backends/cuda/optimizer.cu
+#include "core/device_impl_overrides.inc"
+
+ private:
+  void check_flags_and_deferred(const char* op);
+
+  int ordinal_ = 0;
+  int sm_count_ = 0;
+  int cc_major_ = 0, cc_minor_ = 0;
+  DeviceInfo info_;
+  cudaStream_t stream_ = nullptr;
+  int* flags_host_ = nullptr;  // pinned, mapped
+  int* flags_dev_ = nullptr;
+  std::string deferred_error_;  // from raw_free/release paths that must not throw
+  std::array<DeviceBuffer, kScratchCount> scratch_;
+  std::unique_ptr<CublasLtGemm> gemm_;
+};
+
+}  // namespace mpb::cuda

@@ -1,0 +1,569 @@
+// GEMM through cuBLASLt.
+//
+// Row-major to column-major. cuBLASLt is column-major; a row-major [r,c]
+// matrix is the column-major [c,r] matrix with ld = c, i.e. its transpose.
+// So the row-major C[m,n] = op(A) op(B) is computed as the column-major
+//   C^T[n,m] = op(B)^T op(A)^T
+// with cuBLASLt's "A" = our B and "B" = our A:
+//   - B stored [k,n] (no trans_b) is column-major [n,k], ld n: op N.
+//     B stored [n,k] (trans_b)    is column-major [k,n], ld k: op T.
+//   - A stored [m,k] (no trans_a) is column-major [k,m], ld k: op N.
+//     A stored [k,m] (trans_a)    is column-major [m,k], ld m: op T.
+//   - C/D: column-major [n,m], ld n.
+// The bias vector (one value per column of row-major C) is one value per ROW
+// of C^T, which is what cuBLASLt's bias epilogues broadcast (length = rows of
+// D = n). The GELU aux output has D's shape: column-major [n,m] with its own
+// ld, i.e. row-major [m, ld] in our terms.
+//
+// Types (cuBLASLt's supported combinations, all with fp32 scale type):
+//   F32  : CUBLAS_COMPUTE_32F,           A/B/C/D CUDA_R_32F
+//   TF32 : CUBLAS_COMPUTE_32F_FAST_TF32, A/B/C/D CUDA_R_32F
+//   F16  : CUBLAS_COMPUTE_32F,           A/B CUDA_R_16F,  C/D CUDA_R_16F or CUDA_R_32F
+//   BF16 : CUBLAS_COMPUTE_32F,           A/B CUDA_R_16BF, C/D CUDA_R_16BF or CUDA_R_32F
+//
+// Bias data type. cublasLt.h (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE): "Bias
+// vector elements are the same type as the elements of output matrix (Dtype)"
+// except for IMMA (int8) and fp8 kernels. Our bias has the parameters' dtype
+// (any float type, GemmArgs::bias), so BIAS_DATA_TYPE is always D's type and:
+//   bias dtype == D's, 16-byte aligned -> used as is.
+//   otherwise -> converted (Device::cast: exact when widening, round to
+//                nearest even when narrowing) into a 256-byte aligned scratch
+//                vector of D's type. Per (bias, D):
+//     fp16/bf16 bias, fp32 D  -> widened exactly (what the CPU backend does:
+//                                oneDNN gets the bias widened to fp32).
+//     fp32 bias, fp16/bf16 D  -> rounded to D's type before it is added (in
+//                                fp32) to the accumulator: at most half an ulp
+//                                of the 16-bit format, below the rounding of
+//                                the 16-bit output itself. The CPU adds it in
+//                                fp32 unrounded.
+//     fp16 bias, bf16 D or    -> rounded the same way (bf16 -> fp16 can also
+//     bf16 bias, fp16 D          overflow beyond 65504 or lose bf16's
+//                                smallest values); precision policies never
+//                                mix the two 16-bit types (core/precision.cpp).
+//   A misaligned bias pointer (a view into a packed parameter arena) is
+//   copied to scratch too (same dtype: a plain copy).
+//
+// GELU aux (pre_act with Epilogue::BiasGelu). CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+// stores the GELU input (after the bias) to EPILOGUE_AUX_POINTER with
+// EPILOGUE_AUX_LD, which "must be divisible by 8 and be no less than the
+// number of rows in the output matrix" (= n); its element type defaults to
+// D's type. pre_act is used directly when n % 8 == 0, pre_act has C's dtype,
+// is 16-byte aligned and does not alias C; otherwise cuBLASLt writes the aux
+// into scratch with ld = n rounded up to 8, and a kernel copies it into
+// pre_act (dropping the padding, converting the dtype). If pre_act aliases C,
+// or with BiasRelu (whose aux is a bit mask, not values), the GEMM runs with
+// the BIAS epilogue into pre_act and the activation kernel computes C from
+// pre_act, as the CPU backend does.
+//
+// Backward epilogues (Epilogue::DGelu, DGeluBGrad; contract in core/device.h).
+// DGelu -> CUBLASLT_EPILOGUE_DGELU, DGeluBGrad -> CUBLASLT_EPILOGUE_DGELU_BGRAD,
+// with EPILOGUE_AUX_POINTER = pre_act (the forward GELU input, read) and
+// EPILOGUE_AUX_LD = n. The aux rules are the forward GELU_AUX path's: pre_act
+// must have C's dtype (the aux type defaults to D's), n % 8 == 0 (the ld) and
+// 16-byte alignment. The bias gradient: DGELU_BGRAD writes one value per row
+// of the column-major D [n,m] (reduced over its m columns), i.e. one per
+// column of our row-major C summed over its m rows: bias_grad_out [n], in
+// BIAS_DATA_TYPE = D's dtype
+// (written through BIAS_POINTER). bias_grad_out is used directly when it has
+// D's dtype and is 16-byte aligned, through an aligned scratch vector (then
+// copied) when it only is misaligned. Explicit fallback, same math (never a
+// change of semantics): when pre_act does not meet the aux rules, or
+// cuBLASLt's heuristic has no algorithm for the fused epilogue, the GEMM runs
+// with no epilogue into C, then the activation_backward kernel (C = C *
+// gelu'(pre_act), the CPU backend's exact sequence) and, for DGeluBGrad, the
+// bias_grad kernel (Overwrite). When bias_grad_out's dtype differs from D's
+// (say fp32 bias gradients of a bf16 C) the GEMM uses CUBLASLT_EPILOGUE_DGELU
+// and the bias_grad kernel sums the stored C in fp32 into bias_grad_out,
+// rather than rounding the gradient through D's 16-bit type.
+// Not mapped: BGRADA/BGRADB (see core/device.h for why BGradB is not offered).
+//
+// Strided batch (GemmArgs::batch > 1, the attention products). Every
+// layout gets CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = batch and
+// CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = its stride in elements, with
+// the operand swap above: cuBLASLt's A layout (our B) takes stride_b, its B
+// layout (our A) stride_a, C = D stride_c. The rules are the Device contract's
+// (core/device.h): strides at least the matrix sizes (gaps allowed, never
+// written; no overlap or broadcast), operands at least (batch - 1) * stride +
+// matrix elements, and no epilogue or pre_act; cuBLASLt adds one limit of its
+// own, batch <= INT32_MAX.
+// Matrix i starts at element i * stride, so the alignment cuBLASLt may assume
+// for an operand is the smaller of the base pointer's and the stride's in
+// bytes (batch_alignment). With batch == 1 the strides are ignored (as on the
+// CPU), the layouts carry no batch attributes and the plan key is what it was
+// before batches existed.
+//
+// Plans. Descriptors, layouts, the preference and the heuristic's algorithm
+// are created once per key (shape, transposes, dtypes, compute, epilogue, bias
+// type, aux ld, and the alignment of every pointer: cuBLASLt assumes 256-byte
+// alignment unless told otherwise through MIN_ALIGNMENT_*, and
+// AlgoGetHeuristic reads the bias/aux pointer values to learn theirs) and
+// cached. Per call only the bias/aux pointers are set on the cached
+// descriptor. The 32 MiB workspace is allocated once (MemCategory::Workspace).
+#include "backends/cuda/gemm_cublaslt.h"
+
+#include <cublasLt.h>
+
+#include <array>
+#include <cstdint>
+#include <sstream>
+#include <unordered_map>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_device_impl.h"
+#include "backends/cuda/kernel_util.cuh"
+#include "ops/dtype_io.h"
+
+namespace mpb::cuda {
+
+namespace {
+
+using scalar::load_f32;
+using scalar::store_f32;
+
+// pre_act[r, c] = aux[r * ld + c] for r < rows, c < cols (dtype conversion included).
+__global__ void aux_to_pre_act_kernel(void* dst, DType dt, const void* aux, DType at, int64_t rows, int64_t cols,
+                                      int64_t ld) {
+  const int64_t n = rows * cols;
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const int64_t r = i / cols, c = i - r * cols;
+    store_f32(dst, dt, i, load_f32(aux, at, r * ld + c));
+  }
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    default: throw std::invalid_argument("gemm: integer tensors are not GEMM operands");
+  }
+}
+
+cublasComputeType_t compute_type(GemmCompute c) {
+  return c == GemmCompute::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+const char* epilogue_name(cublasLtEpilogue_t e) {
+  switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT: return "DEFAULT";
+    case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+    case CUBLASLT_EPILOGUE_RELU_BIAS: return "RELU_BIAS";
+    case CUBLASLT_EPILOGUE_GELU_BIAS: return "GELU_BIAS";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+    case CUBLASLT_EPILOGUE_DGELU: return "DGELU";
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD: return "DGELU_BGRAD";
+    default: return "?";
+  }
+}
+
+// Largest power of two (<= 256) dividing the address: what MIN_ALIGNMENT_*
+// preferences are about.
+uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t al = 1;
+  while (al < 256 && a % (2 * al) == 0) al *= 2;
+  return al;
+}
+
+// The alignment every matrix of a strided batch has: the base pointer's and
+// the stride's (in bytes), whichever is smaller. batch == 1: the pointer's.
+uint32_t batch_alignment(const void* p, int64_t batch, int64_t stride, DType t) {
+  uint32_t al = alignment_of(p);
+  if (batch > 1) {
+    const uint64_t bytes = static_cast<uint64_t>(stride) * dtype_size(t);
+    uint32_t sal = 1;
+    while (sal < 256 && bytes % (2 * sal) == 0) sal *= 2;
+    al = al < sal ? al : sal;
+  }
+  return al;
+}
+
+bool d_type_allowed(GemmCompute c, DType d) {
+  switch (c) {
+    case GemmCompute::F32:
+    case GemmCompute::TF32: return d == DType::F32;
+    case GemmCompute::F16: return d == DType::F32 || d == DType::F16;
+    case GemmCompute::BF16: return d == DType::F32 || d == DType::BF16;
+  }
+  return false;
+}
+
+// Backend limit (the argument rules are core/device.h's, checked by
+// Device::gemm): cuBLASLt's batch count is an int32.
+void check_limits(const GemmArgs& g) {
+  require(g.batch <= 0x7FFFFFFF, "gemm", "batch exceeds cuBLASLt's int32 batch count");
+}
+
+using PlanKey = std::array<int64_t, 20>;
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+    for (int64_t v : k) {
+      h ^= static_cast<uint64_t>(v);
+      h *= 1099511628211ull;
+    }
+    return static_cast<size_t>(h);
+  }
+};
+
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;  // cuBLASLt's A (our B), B (our A), C = D
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (d) MPB_CUBLAS_REPORT(cublasLtMatrixLayoutDestroy(d));
+    if (b) MPB_CUBLAS_REPORT(cublasLtMatrixLayoutDestroy(b));
+    if (a) MPB_CUBLAS_REPORT(cublasLtMatrixLayoutDestroy(a));
+    if (op) MPB_CUBLAS_REPORT(cublasLtMatmulDescDestroy(op));
+  }
+};
+
+struct PreferenceGuard {
+  cublasLtMatmulPreference_t p = nullptr;
+  ~PreferenceGuard() {
+    if (p) MPB_CUBLAS_REPORT(cublasLtMatmulPreferenceDestroy(p));
+  }
+};
+
+// One call's resolved problem (after choosing output, bias and aux buffers).
+struct Problem {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  GemmCompute compute = GemmCompute::F32;
+  DType ab = DType::F32;
+  const void* a = nullptr;  // our A (cuBLASLt's B)
+  const void* b = nullptr;  // our B (cuBLASLt's A)
+  void* d = nullptr;        // C = D
+  DType d_dtype = DType::F32;
+  float alpha = 1.0f, beta = 0.0f;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;  // in D's dtype when set
+  void* aux = nullptr;
+  int64_t aux_ld = 0;
+  // Strided batch: 1, or > 1 with the element strides of our A, B and C.
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+
+  bool has_bias() const { return bias != nullptr; }
+  bool batched() const { return batch > 1; }
+  // The alignments cuBLASLt may assume (of every matrix of a batch).
+  uint32_t align_a() const { return batch_alignment(a, batch, stride_a, ab); }
+  uint32_t align_b() const { return batch_alignment(b, batch, stride_b, ab); }
+  uint32_t align_d() const { return batch_alignment(d, batch, stride_c, d_dtype); }
+  PlanKey key() const {
+    return PlanKey{m,
+                   n,
+                   k,
+                   (trans_a ? 1 : 0) | (trans_b ? 2 : 0),
+                   static_cast<int64_t>(compute),
+                   static_cast<int64_t>(ab),
+                   static_cast<int64_t>(d_dtype),
+                   static_cast<int64_t>(epilogue),
+                   has_bias() ? 1 : 0,
+                   aux_ld,
+                   align_a(),
+                   align_b(),
+                   align_d(),
+                   has_bias() ? alignment_of(bias) : 0,
+                   aux ? alignment_of(aux) : 0,
+                   0,
+                   batched() ? batch : 1,
+                   batched() ? stride_a : 0,
+                   batched() ? stride_b : 0,
+                   batched() ? stride_c : 0};
+  }
+  std::string describe() const {
+    std::ostringstream s;
+    s << "m=" << m << " n=" << n << " k=" << k << " trans_a=" << trans_a << " trans_b=" << trans_b
+      << " compute=" << gemm_compute_name(compute) << " A/B=" << dtype_name(ab) << " C=" << dtype_name(d_dtype)
+      << " epilogue=" << epilogue_name(epilogue) << " aux_ld=" << aux_ld << " align(A,B,C)=" << align_a() << ","
+      << align_b() << "," << align_d();
+    if (batched())
+      s << " batch=" << batch << " strides(A,B,C)=" << stride_a << "," << stride_b << "," << stride_c;
+    return s.str();
+  }
+};
+
+template <typename T>
+void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
+  MPB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+}
+
+template <typename T>
+void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const T& value) {
+  MPB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+}
+
+void set_batch(cublasLtMatrixLayout_t layout, int64_t batch, int64_t stride) {
+  const int32_t count = static_cast<int32_t>(batch);  // check_limits: batch <= INT32_MAX
+  MPB_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  MPB_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+}
+
+void set_pointers(cublasLtMatmulDesc_t op, const Problem& p) {
+  if (p.has_bias()) set_desc(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
+  if (p.aux != nullptr) set_desc(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux);
+}
+
+}  // namespace
+
+struct CublasLtGemm::Impl {
+  CudaDevice& dev;
+  cublasLtHandle_t handle = nullptr;
+  DeviceBuffer workspace;
+  std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> plans;
+
+  explicit Impl(CudaDevice& d) : dev(d) {}
+  ~Impl() {
+    plans.clear();
+    if (handle) MPB_CUBLAS_REPORT(cublasLtDestroy(handle));
+  }
+
+  // allow_missing: return nullptr (instead of throwing) when the heuristic
+  // finds no algorithm; the caller then runs its explicit fallback. Only the
+  // "no algorithm" outcome is tolerated: every other failure still throws.
+  Plan* plan(const Problem& p, bool allow_missing = false) {
+    const PlanKey key = p.key();
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second.get();
+
+    auto plan = std::make_unique<Plan>();
+    MPB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute_type(p.compute), CUDA_R_32F));
+    const cublasOperation_t op_a = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
+    const cublasOperation_t op_b = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
+    set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
+    set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, p.epilogue);
+    if (p.has_bias()) set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(cuda_type(p.d_dtype)));
+    if (p.aux != nullptr) set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.aux_ld);
+    set_pointers(plan->op, p);  // the heuristic reads their alignment
+
+    const cudaDataType_t ab = cuda_type(p.ab);
+    const uint64_t m = static_cast<uint64_t>(p.m), n = static_cast<uint64_t>(p.n), k = static_cast<uint64_t>(p.k);
+    // cuBLASLt A = our B: column-major [n,k] (ld n) or, transposed storage, [k,n] (ld k).
+    MPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, ab, p.trans_b ? k : n, p.trans_b ? n : k,
+                                                static_cast<int64_t>(p.trans_b ? k : n)));
+    // cuBLASLt B = our A: column-major [k,m] (ld k) or, transposed storage, [m,k] (ld m).
+    MPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, ab, p.trans_a ? m : k, p.trans_a ? k : m,
+                                                static_cast<int64_t>(p.trans_a ? m : k)));
+    // C = D: column-major [n,m], ld n.
+    MPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, cuda_type(p.d_dtype), n, m, static_cast<int64_t>(n)));
+    if (p.batched()) {  // the operand swap: cuBLASLt's A is our B, its B our A
+      set_batch(plan->a, p.batch, p.stride_b);
+      set_batch(plan->b, p.batch, p.stride_a);
+      set_batch(plan->d, p.batch, p.stride_c);
+    }
+
+    PreferenceGuard pref;
+    MPB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes));
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, p.align_b());
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p.align_a());
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p.align_d());
+    set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.align_d());
+
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, plan->op, plan->a, plan->b, plan->d, plan->d,
+                                                             pref.p, 1, &result, &found);
+    if (allow_missing && (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found <= 0)))
+      return nullptr;
+    if (st != CUBLAS_STATUS_SUCCESS || found <= 0)
+      throw DeviceError("gemm: cuBLASLt has no algorithm for " + p.describe() + " (cublasLtMatmulAlgoGetHeuristic: " +
+                        cublasLtGetStatusString(st) + ", " + std::to_string(found) + " results)");
+    if (result.state != CUBLAS_STATUS_SUCCESS)
+      throw DeviceError("gemm: cuBLASLt heuristic result not usable for " + p.describe() + ": " +
+                        cublasLtGetStatusString(result.state));
+    if (result.workspaceSize > kWorkspaceBytes)
+      throw DeviceError("gemm: cuBLASLt algorithm wants " + std::to_string(result.workspaceSize) +
+                        " bytes of workspace for " + p.describe());
+    plan->algo = result.algo;
+    plan->workspace = result.workspaceSize;
+    return plans.emplace(key, std::move(plan)).first->second.get();
+  }
+
+  // Runs p; false (nothing launched) only when allow_missing and cuBLASLt has
+  // no algorithm for it.
+  bool matmul(const Problem& p, bool allow_missing = false) {
+    Plan* pl = plan(p, allow_missing);
+    if (pl == nullptr) return false;
+    set_pointers(pl->op, p);
+    MPB_CUBLAS_CHECK(cublasLtMatmul(handle, pl->op, &p.alpha, p.b, pl->a, p.a, pl->b, &p.beta, p.d, pl->d, p.d, pl->d,
+                                    &pl->algo, workspace.tensor().data, kWorkspaceBytes, dev.stream()));
+    return true;
+  }
+
+  void run_backward(const GemmArgs& g, Problem& p);
+};
+
+CublasLtGemm::CublasLtGemm(CudaDevice& device) : impl_(std::make_unique<Impl>(device)) {
+  MPB_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
+  impl_->workspace =
+      device.alloc(Shape{static_cast<int64_t>(kWorkspaceBytes / sizeof(float))}, DType::F32, MemCategory::Workspace);
+}
+
+CublasLtGemm::~CublasLtGemm() = default;
+
+size_t CublasLtGemm::cached_plans() const { return impl_->plans.size(); }
+
+std::string CublasLtGemm::support(GemmCompute c) const {
+  // Tensor-core TF32, fp16 and bf16 with fp32 accumulation: sm_80 and newer
+  // (CudaDevice refuses older GPUs anyway: no kernel image for them).
+  if (c == GemmCompute::F32) return "native";
+  return impl_->dev.cc_major() >= 8 ? "native" : "unsupported";
+}
+
+void CublasLtGemm::run(const GemmArgs& g) {
+  check_limits(g);
+  CudaDevice& dev = impl_->dev;
+
+  Problem p;
+  p.m = g.m;
+  p.n = g.n;
+  p.k = g.k;
+  p.trans_a = g.trans_a;
+  p.trans_b = g.trans_b;
+  p.compute = g.compute;
+  p.ab = g.a.dtype;
+  p.a = g.a.data;
+  p.b = g.b.data;
+  p.d = g.c.data;
+  p.d_dtype = g.c.dtype;
+  p.alpha = g.alpha;
+  p.beta = g.beta;
+  if (g.batch > 1) {  // (Device::gemm checked: no epilogue, no pre_act)
+    p.batch = g.batch;
+    p.stride_a = g.stride_a;
+    p.stride_b = g.stride_b;
+    p.stride_c = g.stride_c;
+  }
+
+  if (is_backward_epilogue(g.epilogue)) {
+    impl_->run_backward(g, p);
+    return;
+  }
+
+  const bool act = g.epilogue == Epilogue::BiasRelu || g.epilogue == Epilogue::BiasGelu;
+  const bool has_pre = !g.pre_act.empty();
+  const Activation act_kind = g.epilogue == Epilogue::BiasGelu ? Activation::Gelu : Activation::Relu;
+  // BiasRelu with pre_act, or pre_act aliasing C: GEMM + bias into the
+  // pre-activation, then the activation kernel (see the top of the file).
+  const bool split_act =
+      act && has_pre && (g.epilogue == Epilogue::BiasRelu || g.pre_act.data == g.c.data);
+  const bool gelu_aux = act && has_pre && !split_act;
+
+  Tensor split_dst;  // where the split GEMM writes the pre-activation
+  if (split_act) {
+    if (d_type_allowed(g.compute, g.pre_act.dtype)) {
+      split_dst = g.pre_act;
+    } else {
+      const size_t bytes = static_cast<size_t>(g.m * g.n) * dtype_size(g.c.dtype);
+      split_dst = Tensor(dev.scratch(kScratchGemmAux, bytes), g.c.dtype, Shape{g.m, g.n});
+    }
+    p.d = split_dst.data;
+    p.d_dtype = split_dst.dtype;
+  }
+
+  switch (g.epilogue) {
+    case Epilogue::None: p.epilogue = CUBLASLT_EPILOGUE_DEFAULT; break;
+    case Epilogue::Bias: p.epilogue = CUBLASLT_EPILOGUE_BIAS; break;
+    case Epilogue::BiasRelu: p.epilogue = split_act ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_RELU_BIAS; break;
+    case Epilogue::BiasGelu:
+      p.epilogue = split_act ? CUBLASLT_EPILOGUE_BIAS
+                             : (gelu_aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS);
+      break;
+    case Epilogue::DGelu:
+    case Epilogue::DGeluBGrad: throw std::logic_error("gemm: backward epilogues are handled by run_backward");
+  }
+
+  if (g.epilogue != Epilogue::None) {
+    // The bias in D's dtype, 16-byte aligned (see the top of the file).
+    if (g.bias.dtype == p.d_dtype && alignment_of(g.bias.data) >= 16) {
+      p.bias = g.bias.data;
+    } else {
+      Tensor conv(dev.scratch(kScratchGemmBias, static_cast<size_t>(g.n) * dtype_size(p.d_dtype)), p.d_dtype,
+                  Shape{g.n});
+      dev.cast(conv, g.bias);
+      p.bias = conv.data;
+    }
+  }
+
+  bool aux_in_scratch = false;
+  if (gelu_aux) {
+    const bool direct =
+        g.pre_act.dtype == g.c.dtype && g.n % 8 == 0 && alignment_of(g.pre_act.data) >= 16;
+    if (direct) {
+      p.aux = g.pre_act.data;
+      p.aux_ld = g.n;
+    } else {
+      p.aux_ld = (g.n + 7) / 8 * 8;
+      p.aux = dev.scratch(kScratchGemmAux, static_cast<size_t>(g.m * p.aux_ld) * dtype_size(g.c.dtype));
+      aux_in_scratch = true;
+    }
+  }
+
+  impl_->matmul(p);
+
+  if (aux_in_scratch) {
+    const int64_t count = g.m * g.n;
+    aux_to_pre_act_kernel<<<dev.elementwise_grid(count), kThreads, 0, dev.stream()>>>(
+        g.pre_act.data, g.pre_act.dtype, p.aux, g.c.dtype, g.m, g.n, p.aux_ld);
+    MPB_CHECK_LAUNCH("aux_to_pre_act_kernel");
+  }
+  if (split_act) {
+    if (split_dst.data != g.pre_act.data) dev.cast(g.pre_act, split_dst);
+    dev.activation_forward(act_kind, g.c, g.pre_act);  // from the stored pre-activation, like the CPU
+  }
+  // Without an activation, pre_act (if given) is simply C.
+  if (!act && has_pre && g.pre_act.data != g.c.data) dev.cast(g.pre_act, g.c);
+}
+
+// DGelu / DGeluBGrad (see the top of the file). p holds the plain problem
+// (operands, C, alpha, beta == 0, batch 1).
+void CublasLtGemm::Impl::run_backward(const GemmArgs& g, Problem& p) {
+  const bool bgrad = g.epilogue == Epilogue::DGeluBGrad;
+  const bool aux_ok = g.pre_act.dtype == g.c.dtype && g.n % 8 == 0 && alignment_of(g.pre_act.data) >= 16;
+  // DGELU_BGRAD writes the bias gradient in D's dtype: used only when
+  // bias_grad_out has it; otherwise DGELU and the bias_grad kernel.
+  const bool fused_bgrad = bgrad && g.bias_grad_out.dtype == g.c.dtype;
+  bool bias_in_scratch = false;
+  bool fused = false;
+  if (aux_ok) {
+    Problem f = p;
+    f.epilogue = fused_bgrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+    f.aux = g.pre_act.data;
+    f.aux_ld = g.n;
+    if (fused_bgrad) {
+      if (alignment_of(g.bias_grad_out.data) >= 16) {
+        f.bias = g.bias_grad_out.data;
+      } else {
+        f.bias = dev.scratch(kScratchGemmBias, static_cast<size_t>(g.n) * dtype_size(g.c.dtype));
+        bias_in_scratch = true;
+      }
+    }
+    fused = matmul(f, /*allow_missing=*/true);
+    if (fused && bias_in_scratch)
+      dev.copy(g.bias_grad_out, Tensor(const_cast<void*>(f.bias), g.c.dtype, Shape{g.n}));
+  }
+  if (!fused) {
+    // Explicit fallback, the same math as the epilogue: GEMM, then
+    // activation_backward in place on C, then (below) bias_grad.
+    p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    matmul(p);
+    dev.activation_backward(Activation::Gelu, g.c, g.c, g.pre_act);
+  }
+  if (bgrad && !(fused && fused_bgrad)) dev.bias_grad(g.bias_grad_out, g.c, GradMode::Overwrite);
+}
+
+std::string cublaslt_version_string() {
+  const size_t v = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
+  return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
+}
+
+}  // namespace mpb::cuda

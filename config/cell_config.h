@@ -1,0 +1,132 @@
+// The typed configuration of a training run (a cell of the matrix), as the
+// trainer, the cell factory and the runner read it. The YAML strings of
+// docs/CONFIG.md become these types in one place, the schema
+// (config/schema.h), which also turns them back into the canonical strings
+// that cell ids, the resolved-configuration JSON and config hashes use.
+// Nothing below the loader compares a configuration string.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"     // Activation
+#include "core/precision.h"  // PrecisionPolicy
+#include "models/options.h"  // CheckpointPolicy
+
+namespace mpb {
+
+enum class LossScaleMode { None, Static, Dynamic };
+enum class ModelKind { Mlp, Bert };
+enum class DataKind { Teacher, Markov, Text };
+enum class OptimizerKind { AdamW, Sgd, Lamb };  // lamb: valid, rejected as "not supported yet"
+enum class LrDecay { None, Linear, Cosine };
+
+struct LossScaleConfig {
+  LossScaleMode mode = LossScaleMode::None;
+  double value = 65536.0;  // static scale
+  double init = 65536.0;   // dynamic: initial scale (2^16, PyTorch GradScaler)
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int growth_interval = 2000;  // consecutive finite steps before growing
+  double min = 0.0;            // 0: no floor (apex/JMP-style floor when > 0)
+  double max = 0.0;            // 0: no cap
+  int hysteresis = 1;          // DeepSpeed: non-finite steps tolerated before backing off
+};
+
+struct ModelConfig {
+  ModelKind kind = ModelKind::Mlp;
+  int hidden_layers = 4;
+  int width = 1024;
+  Activation activation = Activation::Gelu;
+  double init_scale = 1.0;
+  // BERT: a preset size, any dimension overridden when > 0 (ffn 0: 4 x hidden).
+  std::string size = "tiny";  // tiny | mini | small | medium | base | large (bert_preset's names)
+  int layers = 0, hidden = 0, heads = 0, ffn = 0;
+  int seq_len = 128;
+  bool pre_ln = false;     // false: post-LN as in the original BERT
+  double dropout = 0.0;    // 0 keeps benchmark cells deterministic
+  bool pad_vocab = false;  // round the vocabulary up to a multiple of 8
+  double ln_eps = 1e-12;   // raised where it would vanish in half precision
+};
+
+struct DataConfig {
+  DataKind kind = DataKind::Teacher;
+  int input_dim = 256;
+  int classes = 16;
+  int teacher_hidden = 64;
+  int eval_samples = 4096;
+  int vocab = 8192;  // markov: the synthetic corpus's vocabulary
+  std::string path;  // text: the file to read
+};
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::AdamW;
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+  double momentum = 0.9;
+  double grad_clip = 0.0;  // 0: off
+  // Learning-rate schedule: linear warm-up over warmup steps from 0 to lr,
+  // then constant, or decaying to 0 at the last step (linear or cosine).
+  int warmup = 0;
+  LrDecay decay = LrDecay::None;
+};
+
+// One fully resolved training run (a cell of the matrix).
+struct CellConfig {
+  uint64_t seed = 1;
+  int steps = 60;
+  int warmup_steps = 5;
+  int repeats = 1;
+  int eval_every = 0;
+  int batch_size = 256;
+  // The precision as written (fp32 | tf32 | amp_fp16 | amp_bf16 | O0..O3 | a JMP
+  // policy string, blanks around ',' and '=' dropped): for ids, JSON and messages.
+  // `policy` is what it means, resolved once by the schema (set_precision); the two
+  // are only ever set together.
+  std::string precision = "fp32";
+  PrecisionPolicy policy;  // the default policy is fp32's
+  bool fused = false;      // YAML `fusion: off | on`
+  LossScaleConfig loss_scale;
+  CheckpointPolicy checkpointing = CheckpointPolicy::Off;
+  int checkpoint_k = 2;
+  // Multiplies the training loss (and so every gradient), as an auxiliary
+  // loss's weight or a mean over very many tokens would; curves report the
+  // unweighted loss. Small values make fp16 gradients underflow.
+  double loss_weight = 1.0;
+  int accumulation = 1;
+  // Sample numerics-health statistics (gradient/activation underflow and overflow
+  // fractions, log2 magnitude histograms) every k optimizer steps; 0: off.
+  int numerics_every = 10;
+  // Fault injection: optimizer steps (1-based, each <= steps, sorted, distinct) at
+  // which an inf is put into a gradient. Empty: none.
+  std::vector<int> inject_nonfinite;
+  ModelConfig model;
+  DataConfig data;
+  OptimizerConfig optimizer;
+};
+
+// One cell: the base config with axis values applied.
+struct Cell {
+  std::string id;    // "precision=fp32,fusion=off" (axis order; stable)
+  std::string slug;  // file-safe id
+  // key -> canonical value string ("optimizer.lr" -> "0.001" whether written 1e-3 or
+  // 0.001), in matrix order (include cells: in the order the include lists them).
+  std::vector<std::pair<std::string, std::string>> axes;
+  CellConfig config;
+  bool is_baseline = false;
+};
+
+struct ExperimentConfig {
+  std::string path;  // the YAML file
+  std::string name;
+  std::string device = "auto";  // auto | cpu | cuda (make_device's names)
+  CellConfig base;
+  std::vector<Cell> cells;  // expanded matrix (+ include), excludes applied, baseline marked
+};
+
+}  // namespace mpb

@@ -1,0 +1,188 @@
+#include "models/bert_layout.h"
+
+#include <array>
+#include <string>
+
+#include "core/rng.h"
+
+namespace mpb {
+
+int BertParams::add(const std::string& name, Shape shape, Init init) {
+  init_.push_back(init);
+  return store_->add(name, shape);
+}
+
+BertParams::BertParams(ParamStore& store, const BertConfig& cfg) : store_(&store) {
+  const int64_t C = cfg.hidden, F = cfg.ffn_dim(), V = cfg.model_vocab(), T = cfg.seq_len;
+  const bool pre_ln = cfg.pre_ln;
+  const int itok = add("embeddings.word_embeddings.weight", Shape{V, C}, Init::Normal);
+  const int ipos = add("embeddings.position_embeddings.weight", Shape{T, C}, Init::Normal);
+  const int iseg = add("embeddings.token_type_embeddings.weight", Shape{2, C}, Init::Normal);
+  int ieln_g = -1, ieln_b = -1;
+  if (!pre_ln) {
+    ieln_g = add("embeddings.LayerNorm.weight", Shape{C}, Init::One);
+    ieln_b = add("embeddings.LayerNorm.bias", Shape{C}, Init::Zero);
+  }
+  std::vector<std::array<int, 12>> lp(static_cast<size_t>(cfg.layers));
+  for (int l = 0; l < cfg.layers; ++l) {
+    const std::string p = "encoder.layer." + std::to_string(l) + ".";
+    auto& a = lp[static_cast<size_t>(l)];
+    const std::string ln1 = pre_ln ? p + "attention.ln." : p + "attention.output.LayerNorm.";
+    const std::string ln2 = pre_ln ? p + "ln." : p + "output.LayerNorm.";
+    if (pre_ln) {
+      a[4] = add(ln1 + "weight", Shape{C}, Init::One);
+      a[5] = add(ln1 + "bias", Shape{C}, Init::Zero);
+    }
+    // One fused QKV projection instead of attention.self.query/key/value:
+    // rows [0,C) are the query weight, [C,2C) the key, [2C,3C) the value
+    // (torch.cat of the three [C,C] weights along dim 0; likewise the bias).
+    a[0] = add(p + "attention.qkv.weight", Shape{3 * C, C}, Init::Normal);
+    a[1] = add(p + "attention.qkv.bias", Shape{3 * C}, Init::Zero);
+    a[2] = add(p + "attention.output.dense.weight", Shape{C, C}, Init::Normal);
+    a[3] = add(p + "attention.output.dense.bias", Shape{C}, Init::Zero);
+    if (!pre_ln) {
+      a[4] = add(ln1 + "weight", Shape{C}, Init::One);
+      a[5] = add(ln1 + "bias", Shape{C}, Init::Zero);
+    } else {
+      a[10] = add(ln2 + "weight", Shape{C}, Init::One);
+      a[11] = add(ln2 + "bias", Shape{C}, Init::Zero);
+    }
+    a[6] = add(p + "intermediate.dense.weight", Shape{F, C}, Init::Normal);
+    a[7] = add(p + "intermediate.dense.bias", Shape{F}, Init::Zero);
+    a[8] = add(p + "output.dense.weight", Shape{C, F}, Init::Normal);
+    a[9] = add(p + "output.dense.bias", Shape{C}, Init::Zero);
+    if (!pre_ln) {
+      a[10] = add(ln2 + "weight", Shape{C}, Init::One);
+      a[11] = add(ln2 + "bias", Shape{C}, Init::Zero);
+    }
+  }
+  int ifln_g = -1, ifln_b = -1;
+  if (pre_ln) {
+    ifln_g = add("encoder.ln.weight", Shape{C}, Init::One);
+    ifln_b = add("encoder.ln.bias", Shape{C}, Init::Zero);
+  }
+  const int it_w = add("cls.predictions.transform.dense.weight", Shape{C, C}, Init::Normal);
+  const int it_b = add("cls.predictions.transform.dense.bias", Shape{C}, Init::Zero);
+  const int it_g = add("cls.predictions.transform.LayerNorm.weight", Shape{C}, Init::One);
+  const int it_beta = add("cls.predictions.transform.LayerNorm.bias", Shape{C}, Init::Zero);
+  // The decoder weight is the word embedding (tied); only its bias is a
+  // parameter of its own.
+  const int idec_b = add("cls.predictions.bias", Shape{V}, Init::Zero);
+
+  store.allocate();
+  tok = store.ref(itok), pos = store.ref(ipos), seg = store.ref(iseg);
+  if (!pre_ln) eln_g = store.ref(ieln_g), eln_b = store.ref(ieln_b);
+  for (const auto& a : lp) {
+    BertLayerParams P;
+    P.qkv_w = store.ref(a[0]), P.qkv_b = store.ref(a[1]), P.o_w = store.ref(a[2]), P.o_b = store.ref(a[3]);
+    P.ln1_g = store.ref(a[4]), P.ln1_b = store.ref(a[5]), P.f1_w = store.ref(a[6]), P.f1_b = store.ref(a[7]);
+    P.f2_w = store.ref(a[8]), P.f2_b = store.ref(a[9]), P.ln2_g = store.ref(a[10]), P.ln2_b = store.ref(a[11]);
+    layers.push_back(P);
+  }
+  if (pre_ln) fln_g = store.ref(ifln_g), fln_b = store.ref(ifln_b);
+  t_w = store.ref(it_w), t_b = store.ref(it_b), t_g = store.ref(it_g), t_beta = store.ref(it_beta);
+  dec_b = store.ref(idec_b);
+}
+
+void BertParams::init(uint64_t seed) {
+  std::vector<float> host(static_cast<size_t>(store_->numel()));
+  Rng rng(Rng::stream_seed(seed, 0xBE27));
+  const std::vector<ParamInfo>& info = store_->info();
+  for (size_t i = 0; i < info.size(); ++i) {
+    const ParamInfo& pi = info[i];
+    for (int64_t j = 0; j < pi.shape.numel(); ++j) {
+      float v = 0.0f;
+      if (init_[i] == Init::Normal) v = static_cast<float>(0.02 * rng.normal());
+      else if (init_[i] == Init::One) v = 1.0f;
+      host[static_cast<size_t>(pi.offset + j)] = v;
+    }
+  }
+  store_->upload(host);
+}
+
+BertActivations::BertActivations(Device& dev, const BertConfig& cfg, const PrecisionPolicy& pol, int64_t micro,
+                                 int seg, bool attn_fused)
+    : L_(cfg.layers), seg_(seg), T_(cfg.seq_len), C_(cfg.hidden), ckpt_(seg < cfg.layers) {
+  auto act = [&](Shape shape, DType t = DType::F32) { return dev.alloc(shape, t, MemCategory::Activations); };
+  auto act_c = [&](Shape shape) { return act(shape, pol.compute); };
+  const int64_t B = micro, N = B * T_, C = C_, H = cfg.heads, D = C / H, F = cfg.ffn_dim(), V = cfg.model_vocab();
+  const bool pre_ln = cfg.pre_ln;
+  const Shape s_nc{N, C}, s_nf{N, F}, s_heads{B, H, T_, D}, s_scores{B, H, T_, T_}, s_rows{N};
+  ids = act(Shape{B, T_}, DType::I32);
+  mask = act(Shape{B, T_}, DType::I32);
+  emb_sum = act_c(s_nc);
+  if (!pre_ln) {
+    emb_mean = act(s_rows);
+    emb_rstd = act(s_rows);
+  }
+  if (!pre_ln || cfg.dropout > 0.0f) x0 = act_c(s_nc);  // pre-LN without dropout: x0 is emb_sum
+  const int nsets = ckpt_ ? seg_ : L_;
+  sets.resize(static_cast<size_t>(nsets));
+  for (int i = 0; i < nsets; ++i) {
+    BertLayerActs& A = sets[static_cast<size_t>(i)];
+    if (pre_ln) A.hln = act_c(s_nc);
+    A.mean1 = act(s_rows), A.rstd1 = act(s_rows), A.mean2 = act(s_rows), A.rstd2 = act(s_rows);
+    A.q = act_c(s_heads), A.k = act_c(s_heads), A.v = act_c(s_heads);
+    if (attn_fused) {
+      A.att = act_c(s_heads);
+      A.lse = act(Shape{B, H, T_});
+    } else {
+      A.probs = act_c(s_scores);
+      A.a = act_c(s_nc);
+    }
+    A.r1 = act_c(s_nc), A.h1 = act_c(s_nc);
+    A.f1pre = act_c(s_nf), A.f1 = act_c(s_nf);
+    if (!pre_ln) A.r2 = act_c(s_nc);
+    if (!ckpt_ || i < seg_ - 1) A.y = act_c(s_nc);  // a segment's last layer writes into a boundary
+  }
+  if (ckpt_) {
+    const int S = (L_ + seg_ - 1) / seg_;
+    bounds.resize(static_cast<size_t>(S) + 1);
+    for (int s_i = 1; s_i <= S; ++s_i) bounds[static_cast<size_t>(s_i)] = act_c(s_nc);
+  }
+  if (pre_ln) {
+    fin_out = act_c(s_nc);
+    fin_mean = act(s_rows);
+    fin_rstd = act(s_rows);
+  }
+  t_pre = act_c(s_nc), t_act = act_c(s_nc), hm = act_c(s_nc);
+  t_mean = act(s_rows), t_rstd = act(s_rows);
+  logits = act(Shape{N, V}, pol.output);
+  dlogits = act_c(Shape{N, V});
+  if (!cfg.fused) probs = act(Shape{N, V});
+  // Scratch (one layer's temporaries, forward and backward).
+  qkv = act_c(Shape{N, 3 * C});  // forward: the QKV projection; backward: dQKV
+  proj = act_c(s_nc);              // dense outputs before dropout; their gradients after it
+  if (cfg.dropout > 0.0f) projd = act_c(s_nc);
+  if (attn_fused) {
+    a_s = act_c(s_nc);  // the merged heads, recomputed from the stored output in the backward pass
+  } else {
+    scores = act_c(s_scores);  // raw scores, then the dropped-out probabilities; backward: dprobs
+    att_s = act_c(s_heads);          // p.v before merging the heads
+    dprobs = act_c(s_scores);
+  }
+  g = act_c(s_nc), s = act_c(s_nc), da = act_c(s_nc);
+  df = act_c(s_nf);
+  datt = act_c(s_heads), dq = act_c(s_heads), dk = act_c(s_heads), dv = act_c(s_heads);
+}
+
+Tensor BertActivations::embed_out(int64_t b) const { return nc(x0.empty() ? emb_sum.tensor() : x0.tensor(), b); }
+
+Tensor BertActivations::layer_in(int l, int64_t b) {
+  if (l == 0) return embed_out(b);
+  if (ckpt_ && l % seg_ == 0) return nc(bounds[static_cast<size_t>(l / seg_)], b);
+  return nc(set(l - 1).y, b);
+}
+
+Tensor BertActivations::layer_out(int l, int64_t b) {
+  if (ckpt_ && segment_end(l)) return nc(bounds[static_cast<size_t>(l / seg_ + 1)], b);
+  return nc(set(l).y, b);
+}
+
+int BertActivations::recompute_from(int l) const {
+  const int nseg = (L_ + seg_ - 1) / seg_;
+  if (ckpt_ && segment_end(l) && l / seg_ < nseg - 1) return (l / seg_) * seg_;
+  return -1;
+}
+
+}  // namespace mpb

@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""Fails when a source file includes a header from a layer above its own.
+
+The layers of docs/ARCHITECTURE.md, bottom to top; each folder may include
+its own headers and those of the folders it lists, nothing else:
+
+    core      tensors, memory, the Device interface, precision, numerics
+    ops       the shared scalar cores (MPB_HD), over core
+    backends  backends/cpu and backends/cuda, over core and ops
+    models    parameters and forward/backward as Device calls (no backend)
+    config    the typed cell configuration
+    train     the trainer, loss scaler and cell factory
+    opcheck   the op-test table (every backend against float64)
+    runner    YAML, matrices, measurement, files: may include everything
+
+Two backends may not include each other. bench/ and tests/ may include
+anything. Usage: check_layering.py [SOURCE_DIR]  (default: the repository).
+"""
+
+import os
+import re
+import sys
+
+ALLOWED = {
+    "core": {"core"},
+    "ops": {"core", "ops"},
+    "backends": {"core", "ops", "backends"},
+    "models": {"core", "models"},
+    "config": {"core", "models", "config"},
+    "train": {"core", "models", "config", "train"},
+    "opcheck": {"core", "ops", "backends", "opcheck"},
+    "runner": {"core", "ops", "backends", "models", "config", "train", "opcheck", "runner"},
+}
+SOURCE = re.compile(r"\.(h|hpp|cpp|cu|cuh)$")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def violations(root):
+    found = []
+    for layer, allowed in ALLOWED.items():
+        top = os.path.join(root, layer)
+        for dirpath, _, files in os.walk(top):
+            for name in sorted(files):
+                if not SOURCE.search(name):
+                    continue
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    for lineno, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if not m or "/" not in m.group(1):
+                            continue
+                        target = m.group(1).split("/")[0]
+                        if target not in ALLOWED:
+                            continue  # a library's header, not one of ours
+                        if target not in allowed:
+                            found.append(f"{rel}:{lineno}: {layer}/ includes {m.group(1)} "
+                                         f"(a {target}/ header; {layer}/ may include {', '.join(sorted(allowed))})")
+                        elif (layer == target == "backends" and
+                              rel.split(os.sep)[1] != m.group(1).split("/")[1]):
+                            found.append(f"{rel}:{lineno}: one backend includes another's header {m.group(1)}")
+    return found
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    found = violations(root)
+    for v in found:
+        print(v)
+    print(f"{len(found)} layering violation(s)" if found else "layering: every include points down or sideways")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
