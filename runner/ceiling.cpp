@@ -7,7 +7,10 @@
 
 namespace mpb {
 
+int ceiling_gemm_size(const Device& dev) { return dev.info().kind == "cuda" ? 8192 : 1024; }
+
 double measure_gemm_ceiling(Device& dev, GemmCompute compute, int n, int reps) {
+  if (n <= 0) n = ceiling_gemm_size(dev);
   const DType op = (compute == GemmCompute::F16) ? DType::F16 : (compute == GemmCompute::BF16 ? DType::BF16 : DType::F32);
   DeviceBuffer a32 = dev.alloc(Shape{n, n}, DType::F32, MemCategory::Workspace);
   DeviceBuffer b32 = dev.alloc(Shape{n, n}, DType::F32, MemCategory::Workspace);

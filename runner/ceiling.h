@@ -7,7 +7,14 @@
 
 namespace mpb {
 
-// Best of `reps` timed n x n x n GEMMs after one warm-up, in GFLOP/s.
-double measure_gemm_ceiling(Device& dev, GemmCompute compute, int n = 2048, int reps = 5);
+// The ceiling's matrix size for a device: large enough to reach the peak
+// rate, small enough to re-measure before every repeat (CPU: 1024, about 5 ms
+// per GEMM on 2 Zen 5 cores; GPU: 8192, a few ms on tensor cores, where 2048
+// would take tens of microseconds and time the launch instead).
+int ceiling_gemm_size(const Device& dev);
+
+// Best of `reps` timed n x n x n GEMMs after one warm-up, in GFLOP/s
+// (n = 0: ceiling_gemm_size).
+double measure_gemm_ceiling(Device& dev, GemmCompute compute, int n = 0, int reps = 5);
 
 }  // namespace mpb

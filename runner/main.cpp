@@ -1,4 +1,5 @@
 // runner FILE.yaml [--out DIR] [--device cpu|cuda|auto] [--filter EXPR] [--dry-run] [--resume]
+//        [--order interleaved|sequential] [--order-seed N]
 //        [--export-reference DIR]
 #include <CLI/CLI.hpp>
 
@@ -25,8 +26,22 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("--filter", opt.filter, "run only cells matching key=value[,key=value...]");
   app.add_flag("--dry-run", opt.dry_run, "list the expanded cells and exit");
-  app.add_flag("--resume", opt.resume, "skip cells whose results already exist with the same config");
+  app.add_flag("--resume", opt.resume,
+               "keep finished cells and finished repeats whose results exist with the same config; run the rest");
+  std::string order = "interleaved";
+  app.add_option("--order", order,
+                 "interleaved: round r runs repeat r of every cell in a seeded random order (noise lands on every "
+                 "cell alike); sequential: all repeats of one cell, then the next")
+      ->check(CLI::IsMember({"interleaved", "sequential"}))
+      ->default_val("interleaved");
+  uint64_t order_seed = 0;
+  auto* seed_opt = app.add_option("--order-seed", order_seed,
+                                  "seed of the interleaved order (default: from the experiment's config hash)");
   app.add_flag("--quiet", opt.quiet, "no progress lines or table");
+  app.add_option("--inject-step-delay-ms", opt.inject_step_delay_ms,
+                 "TESTING ONLY: sleep this long inside every timed step, a planted slowdown for testing a "
+                 "regression gate (recorded in the manifest and every repeat; docs/REPORTS.md)")
+      ->check(CLI::Range(0.0, 60000.0));
   std::string export_dir;
   app.add_option("--export-reference", export_dir,
                  "write the one cell --filter selects (weights, batches, mpbench's logits, gradients and losses) "
@@ -37,6 +52,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  opt.order = mpb::parse_run_order(order);
+  if (seed_opt->count()) opt.order_seed = order_seed;
 
   mpb::ExperimentConfig exp;
   try {

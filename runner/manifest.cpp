@@ -11,7 +11,7 @@
 
 #include "runner/atomic_file.h"
 #ifdef MPB_HAVE_CUDA
-#include "core/cuda/cuda_device.h"
+#include "backends/cuda/cuda_device.h"
 #endif
 
 #ifndef MPB_VERSION

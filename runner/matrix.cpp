@@ -1,23 +1,24 @@
-// Operations on expanded cells: slugs, --filter matching and config hashes.
-// The loader (config.cpp) builds the cells; this file needs only the public API.
+// Operations on cells: the matrix expansion (Cartesian product, excludes,
+// includes, duplicates, per-cell checks, baseline) for the loader, and the
+// slugs, --filter matching and config hashes that the runner uses.
+#include "runner/matrix.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "core/strings.h"
 #include "runner/config.h"
 
 namespace mpb {
 
-namespace {
+using schema::join;
 
-std::string trim(const std::string& s) {
-  const auto first = s.find_first_not_of(" \t");
-  if (first == std::string::npos) return "";
-  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
-}
+namespace {
 
 struct FilterTerm {
   std::string key;
@@ -76,13 +77,32 @@ std::vector<FilterTerm> split_filter(const std::string& filter) {
 }  // namespace
 
 std::string cell_slug(const std::string& id) {
+  // A readable spelling first: ',' -> "__", anything outside [A-Za-z0-9_.=-]
+  // -> '_'. It reads back uniquely (so two ids cannot share it) when nothing
+  // was replaced and no '_' touches another '_' or a ','. Then a run of two
+  // underscores can only have been a comma. Otherwise, or when it is too long
+  // for a file name (NAME_MAX is 255 bytes; ".json.tmp" follows), the
+  // spelling is cut and 8 hex digits of the id's hash make it unique
+  // (the loader still rejects a collision rather than trust the hash).
   std::string slug;
-  for (const char c : id) {
+  bool reads_back = true;
+  for (size_t i = 0; i < id.size(); ++i) {
+    const char c = id[i];
     const bool safe =
         std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '=' || c == '-';
-    slug += c == ',' ? "__" : safe ? std::string(1, c) : "_";
+    if (c == ',') {
+      slug += "__";
+    } else {
+      slug += safe ? c : '_';
+      reads_back = reads_back && safe;
+    }
+    const char next = i + 1 < id.size() ? id[i + 1] : '\0';
+    if (c == '_' && (next == '_' || next == ',')) reads_back = false;
+    if (c == ',' && next == '_') reads_back = false;
   }
-  return slug;
+  if (reads_back && slug.size() <= kSlugMaxChars) return slug;
+  const std::string hash = config_hash(nlohmann::json(id)).substr(0, 8);
+  return slug.substr(0, kSlugMaxChars - hash.size() - 1) + "-" + hash;
 }
 
 std::string cell_value_string(const Cell& cell, const std::string& key) {
@@ -122,6 +142,213 @@ std::string config_hash(const nlohmann::json& canonical) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
   return hex;
+}
+
+// ===========================================================================
+// Matrix expansion
+// ===========================================================================
+
+namespace {
+
+// Cells beyond this are almost certainly a mistake (and would take days to run).
+constexpr size_t kMaxCells = 100000;
+
+std::string describe(const Pattern& pattern) {
+  std::vector<std::string> terms;
+  for (const auto& [key, value] : pattern) terms.push_back(key + ": " + value);
+  return "{" + join(terms, ", ") + "}";
+}
+
+bool matches(const Cell& cell, const Pattern& pattern) {
+  return std::all_of(pattern.begin(), pattern.end(), [&](const auto& term) {
+    return cell_value_string(cell, term.first) == term.second;
+  });
+}
+
+// A cell under construction, with where its values came from.
+struct Draft {
+  Cell cell;
+  Origins origins;
+  Origin origin;  // where to point when the cell as a whole is wrong
+};
+
+// Where the cell's value of `key` was written: the key itself, or for loss_scale.*
+// the whole loss_scale value that set it. nullptr: the default.
+const Origin* find_origin(const Draft& draft, const std::string& key) {
+  auto it = draft.origins.find(key);
+  if (it == draft.origins.end()) it = draft.origins.find(key.substr(0, key.find('.')));
+  return it == draft.origins.end() ? nullptr : &it->second;
+}
+
+class Expansion {
+ public:
+  Expansion(const std::string& file, const MatrixSpec& spec) : file_(file), spec_(spec) {}
+
+  std::vector<Draft> product() const;
+  Draft make_cell(const std::vector<const Assignment*>& assignments, const Origin& origin) const;
+  void check_duplicates(const std::vector<Draft>& drafts) const;
+  void check_cell(const Draft& draft, bool reject_unsupported) const;
+  size_t find_baseline(const std::vector<Draft>& drafts) const;
+
+  [[noreturn]] void fail(const Where& where, const std::string& path,
+                         const std::string& message) const {
+    throw ConfigError(file_, where.line, where.col, path, message);
+  }
+
+ private:
+  const std::string& file_;
+  const MatrixSpec& spec_;
+};
+
+// The Cartesian product in the order the axes are written: the first axis varies
+// slowest. No axes: the one cell "base".
+std::vector<Draft> Expansion::product() const {
+  const std::vector<Axis>& axes = spec_.axes;
+  if (axes.empty()) return {make_cell({}, Origin{Where{1, 1}, "", false})};
+  size_t count = 1;
+  for (const auto& axis : axes) {
+    count *= axis.values.size();
+    if (count > kMaxCells) {
+      fail(axis.values.front().origin.where, "matrix",
+           "the matrix expands to more than " + std::to_string(kMaxCells) + " cells");
+    }
+  }
+  std::vector<Draft> drafts;
+  std::vector<size_t> index(axes.size(), 0);  // an odometer over the axes
+  for (size_t n = 0; n < count; ++n) {
+    std::vector<const Assignment*> assignments;
+    for (size_t a = 0; a < axes.size(); ++a) assignments.push_back(&axes[a].values[index[a]]);
+    drafts.push_back(make_cell(assignments, assignments.back()->origin));
+    for (size_t a = axes.size(); a-- > 0;) {  // advance the last axis first
+      if (++index[a] < axes[a].values.size()) break;
+      index[a] = 0;
+    }
+  }
+  return drafts;
+}
+
+Draft Expansion::make_cell(const std::vector<const Assignment*>& assignments,
+                           const Origin& origin) const {
+  Draft draft{Cell{}, spec_.base_origins, origin};
+  draft.cell.config = spec_.base;
+  std::vector<std::string> terms;
+  for (const Assignment* a : assignments) {
+    a->spec->set(draft.cell.config, a->value);
+    // A whole loss_scale replaces its fields, and where they came from.
+    const std::string prefix = a->spec->key + ".";
+    for (auto it = draft.origins.begin(); it != draft.origins.end();) {
+      it = schema::starts_with(it->first, prefix) ? draft.origins.erase(it) : std::next(it);
+    }
+    draft.origins[a->spec->key] = a->origin;
+    draft.cell.axes.emplace_back(a->spec->key, a->canonical);
+    terms.push_back(a->spec->key + "=" + a->canonical);
+  }
+  draft.cell.id = terms.empty() ? "base" : join(terms, ",");
+  draft.cell.slug = cell_slug(draft.cell.id);
+  return draft;
+}
+
+// Two cells with the same id, or the same configuration, would run the same thing
+// twice and collide in results/ (an include that repeats a matrix cell, or a
+// loss_scale axis next to loss_scale.value).
+void Expansion::check_duplicates(const std::vector<Draft>& drafts) const {
+  std::unordered_map<std::string, size_t> ids, configs, slugs;
+  for (size_t i = 0; i < drafts.size(); ++i) {
+    const Draft& draft = drafts[i];
+    const std::string where = draft.origin.path.empty() ? "matrix" : draft.origin.path;
+    if (const auto [it, fresh] = ids.emplace(draft.cell.id, i); !fresh) {
+      fail(draft.origin.where, where, "duplicate cell id '" + draft.cell.id + "'");
+    }
+    if (const auto [it, fresh] = slugs.emplace(draft.cell.slug, i); !fresh) {  // a hash collision
+      fail(draft.origin.where, where,
+           "cells '" + draft.cell.id + "' and '" + drafts[it->second].cell.id + "' would share the result file " +
+               "cells/" + draft.cell.slug + ".json; rename a value");
+    }
+    const std::string config = cell_config_to_json(draft.cell.config).dump();
+    if (const auto [it, fresh] = configs.emplace(config, i); !fresh) {
+      fail(draft.origin.where, where,
+           "duplicate cell: '" + draft.cell.id + "' has the same configuration as '" +
+               drafts[it->second].cell.id + "'");
+    }
+  }
+}
+
+// The schema's per-cell checks, pointed at the value most specific to this cell
+// among the problem's keys: one the matrix or an include set, else one the base
+// set, else (defaults only) no position.
+void Expansion::check_cell(const Draft& draft, bool reject_unsupported) const {
+  const auto problem = check_cell_config(draft.cell.config, reject_unsupported);
+  if (!problem) return;
+  if (problem->unsupported) {  // at the value itself, as a value error
+    const Origin* origin = find_origin(draft, problem->keys.front());
+    if (!origin) fail(Where{}, problem->keys.front(), problem->message);  // a default: not reached
+    fail(origin->where, origin->path, problem->message);
+  }
+  const Origin* chosen = nullptr;
+  for (const bool per_cell : {true, false}) {
+    for (const auto& key : problem->keys) {
+      const Origin* origin = find_origin(draft, key);
+      if (!chosen && origin && origin->per_cell == per_cell) chosen = origin;
+    }
+  }
+  const std::string text = "cell '" + draft.cell.id + "': " + problem->message;
+  if (!chosen) fail(Where{}, problem->keys.front(), text);
+  fail(chosen->where, chosen->path, text);
+}
+
+size_t Expansion::find_baseline(const std::vector<Draft>& drafts) const {
+  if (!spec_.baseline) return 0;  // default: the first cell
+  const Pattern& baseline = *spec_.baseline;
+  std::vector<size_t> found;
+  std::vector<std::string> all_ids, found_ids;
+  for (size_t i = 0; i < drafts.size(); ++i) {
+    all_ids.push_back("'" + drafts[i].cell.id + "'");
+    if (matches(drafts[i].cell, baseline)) {
+      found.push_back(i);
+      found_ids.push_back(all_ids.back());
+    }
+  }
+  if (found.empty()) {
+    fail(spec_.baseline_at, "baseline",
+         describe(baseline) + " matches no cell (cells: " + join(all_ids, ", ") + ")");
+  }
+  if (found.size() > 1) {
+    fail(spec_.baseline_at, "baseline",
+         describe(baseline) + " matches " + std::to_string(found.size()) + " cells (" +
+             join(found_ids, ", ") + "); add keys so that it matches exactly one");
+  }
+  return found.front();
+}
+
+}  // namespace
+
+std::vector<Cell> expand_matrix(const std::string& file, const MatrixSpec& spec,
+                                const LoadOptions& options) {
+  const Expansion expansion(file, spec);
+  std::vector<Draft> drafts = expansion.product();
+  // Excludes: drop a cell that matches every key of any entry. Includes come after,
+  // so they may add back a cell that an exclude dropped.
+  const auto excluded = [&](const Draft& draft) {
+    return std::any_of(spec.excludes.begin(), spec.excludes.end(),
+                       [&](const Pattern& pattern) { return matches(draft.cell, pattern); });
+  };
+  drafts.erase(std::remove_if(drafts.begin(), drafts.end(), excluded), drafts.end());
+  for (const auto& entry : spec.includes) {
+    std::vector<const Assignment*> assignments;
+    for (const auto& a : entry.assignments) assignments.push_back(&a);
+    drafts.push_back(expansion.make_cell(assignments, entry.origin));
+  }
+  if (drafts.empty()) {
+    expansion.fail(spec.exclude_at, "exclude", "the matrix expands to zero cells after excludes");
+  }
+  expansion.check_duplicates(drafts);
+  for (const auto& draft : drafts) expansion.check_cell(draft, options.reject_unsupported);
+
+  const size_t baseline = expansion.find_baseline(drafts);
+  drafts[baseline].cell.is_baseline = true;
+  std::vector<Cell> cells;
+  for (auto& draft : drafts) cells.push_back(std::move(draft.cell));
+  return cells;
 }
 
 }  // namespace mpb

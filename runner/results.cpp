@@ -24,6 +24,8 @@ nlohmann::json finite_array(const std::vector<double>& v) {
   return a;
 }
 
+double number_or_nan(const nlohmann::json& v) { return v.is_number() ? v.get<double>() : NAN; }
+
 nlohmann::json numerics_stats_json(const NumericsStats& n) {
   nlohmann::json j;
   const double total = n.total > 0 ? double(n.total) : 1.0;
@@ -54,7 +56,65 @@ nlohmann::json numerics_json(const RunRecord& rec, int every, int warmup) {
   return {{"sample_every", every}, {"cost_fraction", numerics_cost_fraction(rec, warmup)}, {"samples", samples}};
 }
 
-nlohmann::json repeat_json(int r, uint64_t seed, const RunRecord& rec, const CellConfig& cfg) {
+std::vector<double> repeat_timed_steps(const nlohmann::json& rep, int warmup) {
+  const auto step_ms = rep.at("step_time_ms").get<std::vector<double>>();
+  const auto probed = rep.at("probed").get<std::vector<int>>();
+  const size_t first = std::min(static_cast<size_t>(std::max(0, warmup)), step_ms.size());
+  std::vector<double> mine;
+  for (size_t i = first; i < step_ms.size(); ++i)
+    if (i >= probed.size() || !probed[i]) mine.push_back(step_ms[i]);
+  if (mine.empty()) mine.assign(step_ms.begin() + long(first), step_ms.end());  // every step probed: time them all
+  return mine;
+}
+
+// Noise in one cell's steps (docs/RESULTS.md): measured, never used to drop data.
+constexpr double kNoisyRobustCv = 0.10;    // the bulk of the steps varies by more than 10%
+constexpr double kNoisyP90OverMedian = 1.25;
+constexpr double kOutlierShare = 0.05;     // more than 5% of steps above 3x the median
+
+nlohmann::json noise_json(const std::vector<double>& timed) {
+  const StepSpread s = step_spread(timed);
+  nlohmann::json reasons = nlohmann::json::array();
+  char buf[160];
+  if (s.robust_cv > kNoisyRobustCv) {
+    std::snprintf(buf, sizeof buf, "step times vary by %.0f%% (robust CV) > %.0f%%", 100 * s.robust_cv,
+                  100 * kNoisyRobustCv);
+    reasons.push_back(buf);
+  }
+  if (s.p90_over_median > kNoisyP90OverMedian) {
+    std::snprintf(buf, sizeof buf, "p90 step is %.2fx the median (> %.2fx)", s.p90_over_median, kNoisyP90OverMedian);
+    reasons.push_back(buf);
+  }
+  if (s.samples > 0 && double(s.outliers) > kOutlierShare * double(s.samples)) {
+    std::snprintf(buf, sizeof buf, "%lld of %lld steps took over 3x the median", static_cast<long long>(s.outliers),
+                  static_cast<long long>(s.samples));
+    reasons.push_back(buf);
+  }
+  return {{"cv", s.cv},
+          {"robust_cv", s.robust_cv},
+          {"p90_over_median", s.p90_over_median},
+          {"outlier_steps", s.outliers},
+          {"samples", s.samples},
+          {"noisy", !reasons.empty()},
+          {"reasons", reasons},
+          {"outlier_rule", "none: every post-warm-up, unprobed step is kept in the median"}};
+}
+
+// Repeat i of both cells ran in the same round of an interleaved order.
+bool same_rounds(const nlohmann::json& a, const nlohmann::json& b) {
+  const auto& ra = a.at("repeats");
+  const auto& rb = b.at("repeats");
+  if (ra.size() != rb.size() || ra.size() < 2) return false;
+  for (size_t i = 0; i < ra.size(); ++i)
+    if (!ra[i].contains("round") || !rb[i].contains("round") || ra[i].at("round") != rb[i].at("round") ||
+        ra[i].value("order", "") != "interleaved" || rb[i].value("order", "") != "interleaved")
+      return false;
+  return true;
+}
+
+}  // namespace
+
+nlohmann::json repeat_result_json(int r, uint64_t seed, const RunRecord& rec, const CellConfig& cfg) {
   nlohmann::json j;
   j["repeat"] = r;
   j["seed"] = seed;
@@ -69,19 +129,19 @@ nlohmann::json repeat_json(int r, uint64_t seed, const RunRecord& rec, const Cel
   j["eval"] = ev;
   j["peak_memory_bytes"] = memory_json(rec.memory);
   j["probed"] = rec.probed;
+  j["flops_per_step"] = rec.flops_per_step;
   if (cfg.numerics_every > 0) j["numerics"] = numerics_json(rec, cfg.numerics_every, cfg.warmup_steps);
   return j;
 }
 
-double mean(const std::vector<double>& v) {
-  double s = 0.0;
-  for (double x : v) s += x;
-  return v.empty() ? NAN : s / double(v.size());
+std::vector<std::vector<double>> timed_steps(const nlohmann::json& cell) {
+  const int warmup = cell.at("config").at("warmup_steps").get<int>();
+  std::vector<std::vector<double>> out;
+  for (const auto& rep : cell.at("repeats")) out.push_back(repeat_timed_steps(rep, warmup));
+  return out;
 }
 
-}  // namespace
-
-nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<RunRecord>& repeats) {
+nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohmann::json>& repeats) {
   const Cell& cell = *ctx.cell;
   const CellConfig& cfg = cell.config;
   nlohmann::json j;
@@ -101,34 +161,30 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<RunRec
                     {"output", dtype_name(p.output)}, {"grads", dtype_name(p.grad())},
                     {"gemm", gemm_compute_name(p.gemm)}, {"master_weights", p.master_weights},
                     {"gemm_impl", ctx.gemm_support}};
-  j["flops_per_step"] = repeats.empty() ? 0.0 : repeats[0].flops_per_step;
+  j["flops_per_step"] = repeats.empty() ? 0.0 : repeats[0].value("flops_per_step", 0.0);
+  j["repeats"] = repeats;
 
   // Timing statistics over the post-warmup steps of every repeat.
+  const std::vector<std::vector<double>> per_repeat = timed_steps(j);
   std::vector<double> timed, per_repeat_median, final_losses, eval_loss, eval_acc;
-  MemorySnapshot peak;
+  nlohmann::json peak = nlohmann::json::object();
   int skipped = 0;
-  nlohmann::json reps = nlohmann::json::array();
   for (size_t r = 0; r < repeats.size(); ++r) {
-    const RunRecord& rec = repeats[r];
-    reps.push_back(repeat_json(int(r), cfg.seed + r, rec, cfg));
-    // Timing samples: post-warmup steps that did not also sample numerics.
-    std::vector<double> mine;
-    for (size_t i = static_cast<size_t>(cfg.warmup_steps); i < rec.step_ms.size(); ++i)
-      if (!rec.probed[i]) mine.push_back(rec.step_ms[i]);
-    if (mine.empty())  // every step was probed: time them all rather than none
-      mine.assign(rec.step_ms.begin() + std::min<size_t>(cfg.warmup_steps, rec.step_ms.size()), rec.step_ms.end());
-    timed.insert(timed.end(), mine.begin(), mine.end());
-    per_repeat_median.push_back(median(mine));
+    const nlohmann::json& rep = repeats[r];
+    timed.insert(timed.end(), per_repeat[r].begin(), per_repeat[r].end());
+    per_repeat_median.push_back(median(per_repeat[r]));
     // Final loss: mean over the last 10% of steps (at least one), less noisy than the last step.
-    size_t tail = std::max<size_t>(1, rec.loss.size() / 10);
-    final_losses.push_back(mean(std::vector<double>(rec.loss.end() - long(tail), rec.loss.end())));
-    eval_loss.push_back(rec.evals.back().loss);
-    eval_acc.push_back(rec.evals.back().accuracy);
-    for (int c = 0; c < kMemCategoryCount; ++c) peak.peak[c] = std::max(peak.peak[c], rec.memory.peak[c]);
-    peak.peak_total = std::max(peak.peak_total, rec.memory.peak_total);
-    for (int s : rec.skipped) skipped += s;
+    const auto& loss = rep.at("loss");
+    const size_t tail = std::max<size_t>(1, loss.size() / 10);
+    std::vector<double> last;
+    for (size_t i = loss.size() - tail; i < loss.size(); ++i) last.push_back(number_or_nan(loss[i]));
+    final_losses.push_back(mean(last));
+    eval_loss.push_back(number_or_nan(rep.at("eval").back().at("loss")));
+    eval_acc.push_back(number_or_nan(rep.at("eval").back().at("accuracy")));
+    for (const auto& [k, v] : rep.at("peak_memory_bytes").items())
+      peak[k] = std::max(peak.value(k, 0.0), v.get<double>());
+    for (int s : rep.at("skipped").get<std::vector<int>>()) skipped += s;
   }
-  j["repeats"] = reps;
 
   nlohmann::json s;
   const double med = median(timed);
@@ -139,21 +195,50 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<RunRec
   for (double m : per_repeat_median) sps_reps.push_back(double(cfg.batch_size) / (m / 1000.0));
   s["samples_per_s_repeats"] = sps_reps;
   s["step_time_ms_repeats"] = per_repeat_median;
-  s["speedup"] = ctx.baseline_samples_per_s ? nlohmann::json(sps / *ctx.baseline_samples_per_s) : nlohmann::json(nullptr);
+  s["speedup"] = nullptr;
+  s["speedup_interval"] = nullptr;
+  s["speedup_verdict"] = nullptr;
   const double gflops = j["flops_per_step"].get<double>() / (med * 1e6);
   s["gflops"] = gflops;
   s["ceiling_gflops"] = ctx.ceiling_gflops;
   s["ceiling_fraction"] = ctx.ceiling_gflops > 0 ? nlohmann::json(gflops / ctx.ceiling_gflops) : nlohmann::json(nullptr);
-  s["peak_memory_bytes"] = memory_json(peak);
+  for (auto& [k, v] : peak.items()) v = static_cast<size_t>(v.get<double>());
+  s["peak_memory_bytes"] = peak;
   s["final_loss"] = mean(final_losses);
   s["eval_loss"] = mean(eval_loss);
   s["eval_accuracy"] = mean(eval_acc);
   s["skipped_steps"] = skipped;
+  s["noise"] = noise_json(timed);
   j["summary"] = s;
   return j;
 }
 
-double cell_samples_per_s(const nlohmann::json& cell) { return cell.at("summary").at("samples_per_s").get<double>(); }
+void apply_speedup(nlohmann::json& cell, const nlohmann::json* baseline) {
+  nlohmann::json& s = cell.at("summary");
+  s["speedup"] = nullptr;
+  s["speedup_interval"] = nullptr;
+  s["speedup_verdict"] = nullptr;
+  if (cell.at("is_baseline").get<bool>()) {
+    s["speedup"] = 1.0;
+    s["speedup_verdict"] = "baseline";
+    return;
+  }
+  if (!baseline) return;
+  const double base_sps = baseline->at("summary").at("samples_per_s").get<double>();
+  s["speedup"] = s.at("samples_per_s").get<double>() / base_sps;
+  const double base_batch = baseline->at("config").at("batch_size").get<double>();
+  const double cell_batch = cell.at("config").at("batch_size").get<double>();
+  const auto interval = speedup_interval(timed_steps(*baseline), base_batch, timed_steps(cell), cell_batch,
+                                         same_rounds(*baseline, cell));
+  if (!interval) return;  // fewer than two units a side: no interval rather than a false one
+  s["speedup_interval"] = {{"lo", interval->lo},
+                           {"hi", interval->hi},
+                           {"confidence", interval->confidence},
+                           {"method", interval->method},
+                           {"df", interval->df},
+                           {"units", {{"baseline", interval->units_baseline}, {"cell", interval->units_cell}}}};
+  s["speedup_verdict"] = speedup_verdict(*interval);
+}
 
 namespace {
 std::string csv_field(const nlohmann::json& v) {
@@ -170,6 +255,11 @@ std::string csv_field(const nlohmann::json& v) {
   o.precision(10);
   if (v.is_number_float()) o << v.get<double>(); else o << v.dump();
   return o.str();
+}
+
+const nlohmann::json& field_or_null(const nlohmann::json& obj, const char* key) {
+  static const nlohmann::json null;
+  return obj.is_object() && obj.contains(key) ? obj.at(key) : null;
 }
 }  // namespace
 
@@ -200,16 +290,22 @@ std::string summary_csv(const std::vector<nlohmann::json>& cells) {
   std::ostringstream out;
   out << "cell_id,is_baseline";
   for (const auto& k : axis_keys) out << ",axis." << k;
-  out << ",samples_per_s,speedup,step_ms_median,step_ms_p10,step_ms_p90,gflops,ceiling_fraction";
+  out << ",samples_per_s,speedup,speedup_lo,speedup_hi,speedup_verdict,step_ms_median,step_ms_p10,step_ms_p90,"
+         "step_cv,noisy,gflops,ceiling_fraction";
   for (const char* m : mems) out << ",mem_" << m;
   out << ",final_loss,eval_loss,eval_accuracy,skipped_steps,config_hash\n";
   for (const auto& c : cells) {
     const auto& s = c.at("summary");
+    const nlohmann::json& interval = field_or_null(s, "speedup_interval");
+    const nlohmann::json& noise = field_or_null(s, "noise");
     out << csv_field(c.at("cell_id")) << ',' << csv_field(c.at("is_baseline"));
     for (const auto& k : axis_keys) out << ',' << (c.at("axes").contains(k) ? csv_field(c.at("axes").at(k)) : "");
     out << ',' << csv_field(s.at("samples_per_s")) << ',' << csv_field(s.at("speedup")) << ','
+        << csv_field(field_or_null(interval, "lo")) << ',' << csv_field(field_or_null(interval, "hi")) << ','
+        << csv_field(field_or_null(s, "speedup_verdict")) << ','
         << csv_field(s.at("step_time_ms").at("median")) << ',' << csv_field(s.at("step_time_ms").at("p10")) << ','
-        << csv_field(s.at("step_time_ms").at("p90")) << ',' << csv_field(s.at("gflops")) << ','
+        << csv_field(s.at("step_time_ms").at("p90")) << ',' << csv_field(field_or_null(noise, "cv")) << ','
+        << csv_field(field_or_null(noise, "noisy")) << ',' << csv_field(s.at("gflops")) << ','
         << csv_field(s.at("ceiling_fraction"));
     for (const char* m : mems) out << ',' << csv_field(s.at("peak_memory_bytes").at(m));
     out << ',' << csv_field(s.at("final_loss")) << ',' << csv_field(s.at("eval_loss")) << ','

@@ -1,5 +1,7 @@
 // Turning training records into the result files of docs/RESULTS.md:
-// cells/<slug>.json and summary.csv.
+// cells/<slug>.json and summary.csv. A cell's summary is computed from its
+// repeats' JSON (not from in-memory records), so repeats finished by an
+// earlier, interrupted run and repeats finished now are summarised alike.
 #pragma once
 
 #include <optional>
@@ -22,15 +24,27 @@ struct CellContext {
   PrecisionPolicy policy;
   std::string gemm_support;      // native | emulated for this cell's GEMM mode
   double ceiling_gflops = 0.0;   // for this cell's GEMM mode
-  std::optional<double> baseline_samples_per_s;
 };
 
-nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<RunRecord>& repeats);
+// One repeat's record (repeats[i] of the cell JSON). The caller adds where it
+// ran in the order (round, position, started, started_s).
+nlohmann::json repeat_result_json(int repeat, uint64_t seed, const RunRecord& rec, const CellConfig& cfg);
+
+// The whole cell from its repeats' JSON, in repeat order. The speed-up fields
+// are null until apply_speedup() sets them.
+nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohmann::json>& repeats);
+
+// The timing samples of each repeat: post-warm-up steps that did not also
+// sample numerics (all post-warm-up steps when every one was probed).
+std::vector<std::vector<double>> timed_steps(const nlohmann::json& cell);
+
+// Sets summary.speedup, speedup_interval and speedup_verdict of `cell` against
+// `baseline` (the baseline's finished JSON; nullptr when there is none, or it
+// is of another model: then the fields are null). The baseline itself gets
+// speedup 1 and verdict "baseline".
+void apply_speedup(nlohmann::json& cell, const nlohmann::json* baseline);
 
 // summary.csv from cell result JSONs (in the given order).
 std::string summary_csv(const std::vector<nlohmann::json>& cells);
-
-// Samples/s of a finished cell JSON (summary.samples_per_s).
-double cell_samples_per_s(const nlohmann::json& cell);
 
 }  // namespace mpb

@@ -2,19 +2,20 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
 #include <map>
 #include <optional>
-#include <sstream>
+#include <set>
 
 #include "core/precision.h"
 #include "runner/atomic_file.h"
 #include "runner/ceiling.h"
 #include "runner/device_factory.h"
+#include "runner/machine_load.h"
 #include "runner/manifest.h"
 #include "runner/results.h"
 #include "train/cell_factory.h"
@@ -47,11 +48,17 @@ std::string human_bytes(double b) {
   return buf;
 }
 
-// A cell JSON on disk that --resume may keep: same experiment, cell and config.
-std::optional<nlohmann::json> finished_cell(const std::string& path, const Cell& cell) {
+std::string percent(double f) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * f);
+  return buf;
+}
+
+// A JSON file on disk that --resume may keep: same cell and config.
+std::optional<nlohmann::json> matching_json(const fs::path& path, const Cell& cell) {
   if (!fs::exists(path)) return std::nullopt;
   try {
-    nlohmann::json j = nlohmann::json::parse(read_file(path));
+    nlohmann::json j = nlohmann::json::parse(read_file(path.string()));
     if (j.at("cell_id") == cell.id && j.at("config_hash") == config_hash(cell_config_to_json(cell.config))) return j;
   } catch (const std::exception&) {
   }
@@ -66,52 +73,95 @@ std::string table_id(const std::string& id, size_t width) {
   return id.substr(0, head) + "..." + id.substr(id.size() - tail);
 }
 
+// "1.07x", the interval "1.01-1.12", and what they mean.
+void speedup_columns(const nlohmann::json& s, std::string& speed, std::string& interval, std::string& note) {
+  speed = interval = "-";
+  if (s.at("speedup").is_null()) return;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2fx", s.at("speedup").get<double>());
+  speed = buf;
+  const nlohmann::json& iv = s.value("speedup_interval", nlohmann::json());
+  if (iv.is_object()) {
+    std::snprintf(buf, sizeof buf, "%.2f-%.2f", iv.at("lo").get<double>(), iv.at("hi").get<double>());
+    interval = buf;
+  }
+  const std::string verdict = s.value("speedup_verdict", nlohmann::json()).is_string() ? s.at("speedup_verdict").get<std::string>() : "";
+  if (verdict == "baseline") note = "(baseline)";
+  else if (verdict == "no measurable difference") note = "(no measurable difference)";
+}
+
 void print_table(const std::vector<nlohmann::json>& cells) {
   constexpr size_t kMaxWidth = 96;
   size_t w = 4;
   for (const auto& c : cells) w = std::max(w, std::min(kMaxWidth, c.at("cell_id").get<std::string>().size()));
-  std::printf("\n%-*s  %12s  %8s  %10s  %8s  %11s  %9s\n", int(w), "cell", "samples/s", "speedup", "step ms",
-              "ceiling", "peak mem", "eval loss");
+  std::printf("\n%-*s  %12s  %8s  %11s  %10s  %8s  %11s  %9s\n", int(w), "cell", "samples/s", "speedup", "95% CI",
+              "step ms", "ceiling", "peak mem", "eval loss");
+  std::vector<std::string> noisy;
   for (const auto& c : cells) {
     const auto& s = c.at("summary");
-    char speed[16] = "-", frac[16] = "-";
-    if (!s.at("speedup").is_null()) std::snprintf(speed, sizeof speed, "%.2fx", s.at("speedup").get<double>());
-    if (!s.at("ceiling_fraction").is_null())
-      std::snprintf(frac, sizeof frac, "%.0f%%", 100 * s.at("ceiling_fraction").get<double>());
-    std::printf("%-*s  %12.1f  %8s  %10.2f  %8s  %11s  %9.4f%s\n", int(w), table_id(c.at("cell_id"), w).c_str(),
-                s.at("samples_per_s").get<double>(), speed, s.at("step_time_ms").at("median").get<double>(), frac,
-                human_bytes(s.at("peak_memory_bytes").at("total").get<double>()).c_str(),
-                s.at("eval_loss").get<double>(), c.at("is_baseline").get<bool>() ? "  (baseline)" : "");
+    std::string speed, interval, note;
+    speedup_columns(s, speed, interval, note);
+    const std::string frac = s.at("ceiling_fraction").is_number() ? percent(s.at("ceiling_fraction").get<double>()) : "-";
+    // A diverged cell (NaN loss) is a result, not an error: say so.
+    char eval[32] = "diverged";
+    if (s.at("eval_loss").is_number() && std::isfinite(s.at("eval_loss").get<double>()))
+      std::snprintf(eval, sizeof eval, "%.4f", s.at("eval_loss").get<double>());
+    const nlohmann::json& noise = s.value("noise", nlohmann::json());
+    if (noise.is_object() && noise.at("noisy").get<bool>()) {
+      note += note.empty() ? "(noisy)" : " (noisy)";
+      std::string why;
+      for (const auto& r : noise.at("reasons")) why += (why.empty() ? "" : "; ") + r.get<std::string>();
+      noisy.push_back(c.at("cell_id").get<std::string>() + ": " + why);
+    }
+    std::printf("%-*s  %12.1f  %8s  %11s  %10.2f  %8s  %11s  %9s%s%s\n", int(w), table_id(c.at("cell_id"), w).c_str(),
+                s.at("samples_per_s").get<double>(), speed.c_str(), interval.c_str(),
+                s.at("step_time_ms").at("median").get<double>(), frac.c_str(),
+                human_bytes(s.at("peak_memory_bytes").at("total").get<double>()).c_str(), eval,
+                note.empty() ? "" : "  ", note.c_str());
   }
+  for (const std::string& n : noisy) std::printf("noisy: %s\n", n.c_str());
+}
+
+std::string load_warning(const std::string& when, const LoadWindow& w) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "machine busy %s: other processes used %.0f%% of the CPU time%s (load average %.2f)",
+                when.c_str(), 100 * w.other_cpu.value_or(0.0),
+                w.steal && *w.steal > 0.01 ? (", the hypervisor stole " + percent(*w.steal)).c_str() : "",
+                w.loadavg.empty() ? 0.0 : w.loadavg[0]);
+  return buf;
 }
 
 }  // namespace
 
 int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
-  // The cells to run: the filter applies, the baseline always runs first so
-  // every other cell can report its speedup when it is written.
-  std::vector<const Cell*> order;
-  const Cell* baseline = nullptr;
+  // The cells to run: the filter applies; the baseline comes first (the
+  // sequential order runs it first; the interleaved order shuffles anyway).
+  std::vector<const Cell*> cells;
   try {
     for (const Cell& c : exp.cells) {
-      if (c.is_baseline) baseline = &c;
       if (!opt.filter.empty() && !cell_matches_filter(c, opt.filter)) continue;
-      order.push_back(&c);
+      cells.push_back(&c);
     }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "error: --filter: %s\n", e.what());
     return 2;
   }
-  std::stable_partition(order.begin(), order.end(), [](const Cell* c) { return c->is_baseline; });
-  if (order.empty()) {
+  std::stable_partition(cells.begin(), cells.end(), [](const Cell* c) { return c->is_baseline; });
+  if (cells.empty()) {
     std::fprintf(stderr, "runner: --filter '%s' matches no cell of %s\n", opt.filter.c_str(), exp.path.c_str());
     return 2;
   }
+  nlohmann::json all_configs = nlohmann::json::array();
+  for (const Cell& c : exp.cells) all_configs.push_back({{"id", c.id}, {"config", cell_config_to_json(c.config)}});
+  const uint64_t seed = opt.order_seed.value_or(std::stoull(config_hash(all_configs), nullptr, 16));
+  const RunPlan plan = make_run_plan(cells, opt.order, seed);
 
   if (opt.dry_run) {
-    std::printf("%s: %zu cell(s)%s\n", exp.name.c_str(), order.size(), opt.filter.empty() ? "" : " (filtered)");
-    for (size_t i = 0; i < order.size(); ++i)
-      std::printf("  %2zu  %s%s\n", i + 1, order[i]->id.c_str(), order[i]->is_baseline ? "  (baseline)" : "");
+    std::printf("%s: %zu cell(s)%s, %zu repeat(s) in %s order (seed %llu)\n", exp.name.c_str(), cells.size(),
+                opt.filter.empty() ? "" : " (filtered)", plan.units(), run_order_name(plan.order),
+                static_cast<unsigned long long>(seed));
+    for (size_t i = 0; i < cells.size(); ++i)
+      std::printf("  %2zu  %s%s\n", i + 1, cells[i]->id.c_str(), cells[i]->is_baseline ? "  (baseline)" : "");
     return 0;
   }
 
@@ -125,7 +175,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   // dimensions tensor cores dislike, and similar), once per distinct message.
   if (!opt.quiet) {
     std::vector<std::string> said;
-    for (const Cell* c : order)
+    for (const Cell* c : cells)
       for (const std::string& w : cell_warnings(c->config))
         if (std::find(said.begin(), said.end(), w) == said.end()) {
           std::fprintf(stderr, "runner: warning: %s\n", w.c_str());
@@ -133,10 +183,22 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         }
   }
 
+  // How busy the machine is before we load it: half a second of idling.
+  nlohmann::json noise = {{"busy", false}, {"warnings", nlohmann::json::array()}, {"rounds", nlohmann::json::array()}};
+  auto note_load = [&](const std::string& when, const LoadWindow& w) {
+    if (!w.busy()) return;
+    noise["busy"] = true;
+    noise["warnings"].push_back(load_warning(when, w));
+    if (!opt.quiet) std::fprintf(stderr, "runner: warning: %s\n", noise["warnings"].back().get<std::string>().c_str());
+  };
+  const LoadWindow before = sample_idle_load(0.5);
+  noise["before"] = before.to_json();
+  note_load("before the run", before);
+
   // Ceilings for every GEMM mode the cells use.
   std::map<std::string, double> ceiling;
-  for (const Cell* c : order) {
-    GemmCompute g = resolve_policy(c->config.precision).gemm;
+  for (const Cell* c : cells) {
+    const GemmCompute g = c->config.policy.gemm;
     std::string name = gemm_compute_name(g);
     if (probe->gemm_support(g) == "unsupported")
       throw DeviceError("cell " + c->id + ": " + info.name + " cannot run " + name + " GEMMs (precision '" +
@@ -150,97 +212,199 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
 
   const fs::path dir = fs::path(opt.out_dir) / exp.name;
   fs::create_directories(dir / "cells");
+  fs::create_directories(dir / "partial");
   nlohmann::json manifest = build_manifest(exp, info, ceiling);
+  manifest["order"] = run_plan_json(plan);
+  if (opt.inject_step_delay_ms > 0) {
+    // Never to be mistaken for a real measurement: said in the manifest, in every cell, and here.
+    manifest["testing"] = {{"inject_step_delay_ms", opt.inject_step_delay_ms}};
+    std::fprintf(stderr, "runner: warning: TESTING: every timed step sleeps %.3g ms (--inject-step-delay-ms); "
+                 "these results are not measurements\n", opt.inject_step_delay_ms);
+  }
+  manifest["noise"] = noise;
   const std::string manifest_path = (dir / "manifest.json").string();
   write_file_atomic(manifest_path, manifest.dump(2) + "\n");
 
-  auto cell_path = [&](const Cell& c) { return (dir / "cells" / (c.slug + ".json")).string(); };
-  // The CSV lists every finished cell of the experiment, in matrix order,
-  // including ones finished by earlier (resumed) runs.
-  auto rewrite_summary = [&]() {
+  auto cell_path = [&](const Cell& c) { return dir / "cells" / (c.slug + ".json"); };
+  // Repeats of a cell that are done while others are not yet: a sidecar that
+  // --resume reads, replaced by the cell JSON once the last repeat is done.
+  auto partial_path = [&](const Cell& c) { return dir / "partial" / (c.slug + ".json"); };
+  std::map<const Cell*, std::vector<nlohmann::json>> partial;
+  std::set<const Cell*> finished;
+  for (const Cell* c : cells) {
+    if (!opt.resume) {
+      fs::remove(partial_path(*c));
+      continue;
+    }
+    if (matching_json(cell_path(*c), *c)) {
+      finished.insert(c);
+    } else if (auto p = matching_json(partial_path(*c), *c)) {
+      for (const auto& rep : p->at("repeats"))
+        if (rep.at("repeat").get<int>() < c->config.repeats) partial[c].push_back(rep);
+    }
+  }
+
+  // Derived fields (speed-ups and their intervals) from every finished cell
+  // on disk, so that a resumed run's cells all compare with the same
+  // baseline result; then the CSV, in matrix order.
+  auto finalize = [&]() {
     std::vector<nlohmann::json> done;
+    std::vector<fs::path> paths;
     for (const Cell& c : exp.cells)
-      if (auto j = finished_cell(cell_path(c), c)) done.push_back(*j);
+      if (auto j = matching_json(cell_path(c), c)) {
+        done.push_back(*j);
+        paths.push_back(cell_path(c));
+      }
+    auto update = [&](size_t i, const nlohmann::json* base) {
+      nlohmann::json updated = done[i];
+      apply_speedup(updated, base);
+      if (updated == done[i]) return;  // unchanged files are not rewritten
+      write_file_atomic(paths[i].string(), updated.dump(1) + "\n");
+      done[i] = std::move(updated);
+    };
+    const nlohmann::json* base = nullptr;
+    for (size_t i = 0; i < done.size(); ++i)
+      if (done[i].at("is_baseline").get<bool>()) {
+        update(i, nullptr);
+        base = &done[i];
+      }
+    for (size_t i = 0; i < done.size(); ++i) {
+      if (&done[i] == base) continue;
+      const bool same_model =
+          base && base->at("config").at("model").at("kind") == done[i].at("config").at("model").at("kind");
+      update(i, same_model ? base : nullptr);
+    }
     write_file_atomic((dir / "summary.csv").string(), summary_csv(done));
     return done;
   };
 
-  std::optional<double> baseline_sps;
-  if (baseline)
-    if (auto j = finished_cell(cell_path(*baseline), *baseline)) baseline_sps = cell_samples_per_s(*j);
-
   const bool tty = isatty(fileno(stderr));
   const auto t_start = std::chrono::steady_clock::now();
-  double cell_steps_total = 0, cell_steps_done = 0;
-  for (const Cell* c : order) cell_steps_total += double(c->config.steps) * c->config.repeats;
+  auto since_start = [&]() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
+  double steps_total = 0, steps_done = 0;
+  for (const auto& round : plan.rounds)
+    for (const RunUnit& u : round) steps_total += u.cell->config.steps;
+  const size_t units = plan.units();
+  size_t unit_no = 0;
   int interrupted = 0;
-  std::vector<nlohmann::json> written;
+  std::set<const Cell*> said_skipped;
   try {
-    for (size_t k = 0; k < order.size(); ++k) {
-      const Cell& cell = *order[k];
-      const CellConfig& cfg = cell.config;
-      if (opt.resume && finished_cell(cell_path(cell), cell)) {
-        if (!opt.quiet) std::fprintf(stderr, "[%zu/%zu] %s: finished earlier, skipped (--resume)\n", k + 1, order.size(), cell.id.c_str());
-        cell_steps_done += double(cfg.steps) * cfg.repeats;
-        continue;
-      }
-      // The ceiling again, right before this cell: the cell's fraction of it
-      // is then a ratio measured in one time window (a shared machine's speed
-      // drifts), and the best measurement of the run is kept.
-      const GemmCompute gemm_mode = resolve_policy(cfg.precision).gemm;
-      const std::string mode_name = gemm_compute_name(gemm_mode);
-      const double cell_ceiling = measure_gemm_ceiling(*probe, gemm_mode);
-      ceiling[mode_name] = std::max(ceiling[mode_name], cell_ceiling);
-      std::vector<RunRecord> repeats;
-      for (int r = 0; r < cfg.repeats; ++r) {
+    for (size_t ri = 0; ri < plan.rounds.size(); ++ri) {
+      LoadSampler load;
+      load.begin();
+      for (size_t pos = 0; pos < plan.rounds[ri].size(); ++pos) {
+        const RunUnit& unit = plan.rounds[ri][pos];
+        const Cell& cell = *unit.cell;
+        const CellConfig& cfg = cell.config;
+        ++unit_no;
+        auto& reps = partial[&cell];
+        const bool have = std::any_of(reps.begin(), reps.end(),
+                                      [&](const nlohmann::json& r) { return r.at("repeat") == unit.repeat; });
+        if (finished.count(&cell) || have) {
+          if (!opt.quiet && said_skipped.insert(&cell).second)
+            std::fprintf(stderr, "[%zu/%zu] %s: %s earlier, skipped (--resume)\n", unit_no, units, cell.id.c_str(),
+                         finished.count(&cell) ? "finished" : "some repeats finished");
+          steps_done += cfg.steps;
+          continue;
+        }
+        // The ceiling again, right before this repeat: the cell's fraction of
+        // it is then a ratio measured in one time window (a shared machine's
+        // speed drifts), and the best measurement of the run is kept.
+        const GemmCompute gemm_mode = cfg.policy.gemm;
+        const std::string mode_name = gemm_compute_name(gemm_mode);
+        if (!opt.quiet)
+          std::fprintf(stderr, "%s[%zu/%zu] round %zu/%zu  %s  repeat %d/%d  starting%s", tty ? "\r\033[K" : "",
+                       unit_no, units, ri + 1, plan.rounds.size(), cell.id.c_str(), unit.repeat + 1, cfg.repeats,
+                       tty ? "" : "\n");
+        const double repeat_ceiling = measure_gemm_ceiling(*probe, gemm_mode, 0, 3);
+        ceiling[mode_name] = std::max(ceiling[mode_name], repeat_ceiling);
+
+        const int r = unit.repeat;
+        const std::string started = utc_now_iso8601();
+        const double started_s = since_start();
         // A fresh device per repeat: peak memory is this run's alone.
         std::unique_ptr<Device> dev = make_device(info.kind);
         std::unique_ptr<Dataset> data = build_dataset(cfg, cfg.seed + r);
         std::unique_ptr<Model> model = build_model(*dev, cfg, cfg.seed + r);
         const int every = std::max(1, cfg.steps / 5);
-        repeats.push_back(train(*dev, *model, *data, cfg, [&](int step, const RunRecord& rec) {
+        TrainOptions train_opt;
+        train_opt.inject_step_delay_ms = opt.inject_step_delay_ms;
+        RunRecord rec = train(*dev, *model, *data, cfg, [&](int step, const RunRecord& rr) {
           if (g_interrupted) throw Interrupted{};
-          cell_steps_done += 1;
+          steps_done += 1;
           if (opt.quiet || (!tty && step % every != 0 && step != cfg.steps)) return;
-          double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-          double eta = elapsed / cell_steps_done * (cell_steps_total - cell_steps_done);
-          std::fprintf(stderr, "%s[%zu/%zu] %s  repeat %d/%d  step %d/%d  loss %.4f  %.1f ms/step  ETA %s%s",
-                       tty ? "\r\033[K" : "", k + 1, order.size(), cell.id.c_str(), r + 1, cfg.repeats, step,
-                       cfg.steps, rec.loss.back(), rec.step_ms.back(), format_eta(eta).c_str(), tty ? "" : "\n");
-        }));
+          const double eta = since_start() / steps_done * (steps_total - steps_done);
+          std::fprintf(stderr, "%s[%zu/%zu] round %zu/%zu  %s  repeat %d/%d  step %d/%d  loss %.4f  %.1f ms/step  ETA %s%s",
+                       tty ? "\r\033[K" : "", unit_no, units, ri + 1, plan.rounds.size(), cell.id.c_str(), r + 1,
+                       cfg.repeats, step, cfg.steps, rr.loss.back(), rr.step_ms.back(), format_eta(eta).c_str(),
+                       tty ? "" : "\n");
+        }, train_opt);
+        if (tty && !opt.quiet) std::fprintf(stderr, "\n");
+        nlohmann::json rep = repeat_result_json(r, cfg.seed + r, rec, cfg);
+        rep["order"] = run_order_name(plan.order);
+        rep["round"] = int(ri);  // manifest order.rounds[round][position] is this repeat
+        rep["position"] = int(pos);
+        rep["started"] = started;
+        rep["started_s"] = started_s;
+        rep["ceiling_gflops"] = repeat_ceiling;
+        if (opt.inject_step_delay_ms > 0) rep["testing"] = {{"inject_step_delay_ms", opt.inject_step_delay_ms}};
+        reps.push_back(rep);
+        std::sort(reps.begin(), reps.end(),
+                  [](const nlohmann::json& a, const nlohmann::json& b) { return a.at("repeat") < b.at("repeat"); });
+
+        if (int(reps.size()) < cfg.repeats) {
+          nlohmann::json side = {{"schema", "mpbench.partial/1"},
+                                 {"cell_id", cell.id},
+                                 {"config_hash", config_hash(cell_config_to_json(cfg))},
+                                 {"repeats", reps}};
+          write_file_atomic(partial_path(cell).string(), side.dump(1) + "\n");
+          continue;
+        }
+        CellContext ctx;
+        ctx.experiment = exp.name;
+        ctx.cell = &cell;
+        ctx.device = &info;
+        ctx.policy = cfg.policy;
+        ctx.gemm_support = probe->gemm_support(ctx.policy.gemm);
+        for (const auto& x : reps) ctx.ceiling_gflops = std::max(ctx.ceiling_gflops, x.at("ceiling_gflops").get<double>());
+        nlohmann::json result = cell_result_json(ctx, reps);
+        apply_speedup(result, nullptr);  // against the baseline once it is finished (finalize)
+        write_file_atomic(cell_path(cell).string(), result.dump(1) + "\n");
+        fs::remove(partial_path(cell));
+        finished.insert(&cell);
+        finalize();
       }
-      if (tty && !opt.quiet) std::fprintf(stderr, "\n");
-      CellContext ctx;
-      ctx.experiment = exp.name;
-      ctx.cell = &cell;
-      ctx.device = &info;
-      ctx.policy = resolve_policy(cfg.precision);
-      const GemmCompute g = ctx.policy.gemm;
-      ctx.gemm_support = probe->gemm_support(g);
-      ctx.ceiling_gflops = cell_ceiling;
-      // Speedups compare like with like: a cell of another model than the
-      // baseline's has none (samples/s of an MLP and a BERT don't compare).
-      if (baseline && baseline->config.model.kind == cfg.model.kind) ctx.baseline_samples_per_s = baseline_sps;
-      nlohmann::json result = cell_result_json(ctx, repeats);
-      if (cell.is_baseline) {
-        baseline_sps = cell_samples_per_s(result);
-        result["summary"]["speedup"] = 1.0;
+      const LoadWindow w = load.end();
+      nlohmann::json wj = w.to_json();
+      wj["round"] = int(ri);
+      manifest["noise"]["rounds"].push_back(wj);
+      const std::string when = plan.order == RunOrder::Interleaved
+                                   ? "during round " + std::to_string(ri + 1)
+                                   : "while " + plan.rounds[ri].front().cell->id + " ran";
+      if (w.busy()) {
+        manifest["noise"]["busy"] = true;
+        manifest["noise"]["warnings"].push_back(load_warning(when, w));
+        if (!opt.quiet) std::fprintf(stderr, "runner: warning: %s\n", manifest["noise"]["warnings"].back().get<std::string>().c_str());
       }
-      write_file_atomic(cell_path(cell), result.dump(1) + "\n");
-      written = rewrite_summary();
+      write_file_atomic(manifest_path, manifest.dump(2) + "\n");
     }
   } catch (const Interrupted&) {
     interrupted = 1;
-    std::fprintf(stderr, "\nrunner: interrupted; every finished cell is kept in %s (rerun with --resume)\n",
+    std::fprintf(stderr, "\nrunner: interrupted; every finished cell and repeat is kept in %s (rerun with --resume)\n",
                  dir.string().c_str());
   }
-  written = rewrite_summary();
-  if (interrupted) return 130;
+  std::vector<nlohmann::json> written = finalize();
+  if (fs::is_empty(dir / "partial")) fs::remove(dir / "partial");
+  if (interrupted) {
+    write_file_atomic(manifest_path, manifest.dump(2) + "\n");
+    return 130;
+  }
   manifest["finished"] = utc_now_iso8601();
-  manifest["device"]["ceiling_gflops"] = ceiling;  // the best of the start and per-cell measurements
+  manifest["device"]["ceiling_gflops"] = ceiling;  // the best of the start and per-repeat measurements
   write_file_atomic(manifest_path, manifest.dump(2) + "\n");
   if (!opt.quiet) {
     print_table(written);
+    for (const auto& w : manifest["noise"]["warnings"]) std::printf("warning: %s\n", w.get<std::string>().c_str());
     std::printf("\nresults: %s\n", dir.string().c_str());
   }
   return 0;

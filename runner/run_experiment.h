@@ -2,9 +2,12 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "runner/config.h"
+#include "runner/run_plan.h"
 
 namespace mpb {
 
@@ -15,6 +18,11 @@ struct RunOptions {
   bool dry_run = false;
   bool resume = false;
   bool quiet = false;
+  RunOrder order = RunOrder::Interleaved;  // --order
+  std::optional<uint64_t> order_seed;      // --order-seed; default: from the experiment's config hash
+  // Testing only: a planted slowdown in every timed step, recorded in the
+  // manifest (testing.inject_step_delay_ms) and warned about.
+  double inject_step_delay_ms = 0.0;
 };
 
 // Set by the SIGINT handler; checked between steps.

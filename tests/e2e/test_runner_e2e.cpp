@@ -86,6 +86,13 @@ TEST_F(QuickstartRun, ManifestDescribesMachineAndCells) {
   EXPECT_GT(m["device"]["ceiling_gflops"]["fp32"].get<double>(), 0.0);
   EXPECT_GE(m["cells"].size(), 2u);
   EXPECT_EQ(m["config_hash"].get<std::string>().size(), 16u);
+  // The run order and the machine's load, sampled before the run and after each round.
+  EXPECT_EQ(m["order"]["mode"], "interleaved");
+  EXPECT_EQ(m["order"]["rounds"].size(), 2u) << "two repeats: two rounds";
+  EXPECT_EQ(m["order"]["rounds"][0].size(), m["cells"].size());
+  EXPECT_TRUE(m["noise"]["before"].contains("other_cpu_fraction"));
+  EXPECT_EQ(m["noise"]["rounds"].size(), 2u);
+  EXPECT_TRUE(m["noise"]["busy"].is_boolean());
 }
 
 TEST_F(QuickstartRun, EveryCellHasItsMeasurements) {
@@ -116,12 +123,28 @@ TEST_F(QuickstartRun, EveryCellHasItsMeasurements) {
       EXPECT_LE(t["p10"].get<double>(), t["median"].get<double>());
       EXPECT_LE(t["median"].get<double>(), t["p90"].get<double>());
       EXPECT_GT(s["samples_per_s"].get<double>(), 0);
-      // Speedups compare cells of the baseline's model only (the BERT cell has none).
+      // Speedups compare cells of the baseline's model only (the BERT cell has none),
+      // with an interval (two repeats each) and a verdict.
       if (cfg["model"]["kind"] == "mlp") {
         EXPECT_GT(s["speedup"].get<double>(), 0);
+        if (c["is_baseline"].get<bool>()) {
+          EXPECT_EQ(s["speedup_verdict"], "baseline");
+        } else {
+          ASSERT_TRUE(s["speedup_interval"].is_object()) << id;
+          EXPECT_LE(s["speedup_interval"]["lo"].get<double>(), s["speedup_interval"]["hi"].get<double>());
+          EXPECT_NE(s["speedup_interval"]["method"].get<std::string>().find("paired"), std::string::npos)
+              << "interleaved repeats pair by round";
+          EXPECT_TRUE(s["speedup_verdict"].is_string());
+        }
       } else {
         EXPECT_TRUE(s["speedup"].is_null());
+        EXPECT_TRUE(s["speedup_interval"].is_null());
       }
+      for (const char* k : {"cv", "robust_cv", "p90_over_median", "noisy", "reasons", "outlier_rule"})
+        EXPECT_TRUE(s["noise"].contains(k)) << k;
+      for (const auto& r : c["repeats"])
+        for (const char* k : {"round", "position", "started", "started_s", "order", "ceiling_gflops"})
+          EXPECT_TRUE(r.contains(k)) << k;
       EXPECT_GT(s["gflops"].get<double>(), 0);
       EXPECT_GT(s["ceiling_fraction"].get<double>(), 0);
       if (cfg["model"]["kind"] == "mlp") {
@@ -141,7 +164,10 @@ TEST_F(QuickstartRun, SummaryCsvHasARowPerCell) {
   std::string header, line;
   std::getline(csv, header);
   EXPECT_EQ(header.rfind("cell_id,is_baseline,axis.", 0), 0u) << header;
-  EXPECT_NE(header.find("samples_per_s,speedup,step_ms_median"), std::string::npos);
+  EXPECT_NE(header.find("samples_per_s,speedup,speedup_lo,speedup_hi,speedup_verdict,step_ms_median"),
+            std::string::npos)
+      << header;
+  EXPECT_NE(header.find("step_cv,noisy"), std::string::npos) << header;
   int rows = 0;
   while (std::getline(csv, line)) ++rows;
   json m = json::parse(slurp(dir() / "manifest.json"));
