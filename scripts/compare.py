@@ -1,21 +1,31 @@
 #!/usr/bin/python3
 """Compare two mpbench result sets, or line up several machines side by side.
 
-    compare.py BASE NEW [--threshold 5%] [--loss-threshold 2%] [--alpha 0.05] [--json OUT]
+    compare.py BASE NEW [--threshold 5%] [--loss-threshold 2%] [--alpha 0.05]
+               [--strict] [--allow-missing] [--json OUT]
     compare.py --generations DIR [DIR...] [--json OUT] [--plot PNG]
 
 BASE vs NEW (same machine): per cell (matched by cell_id) and metric, the ratio
-NEW/BASE and a verdict. Timing metrics are noisy, so a regression needs both a
-Mann-Whitney U test over the per-repeat values (two-sided, as Google
-Benchmark's tools/compare.py does) with p < alpha AND a change beyond
---threshold in the worse direction. Peak memory and losses are deterministic
-for a fixed seed, so they are compared against their threshold directly.
+NEW/BASE and a verdict. Timing metrics are noisy: a change is judged only when
+it is beyond --threshold, and then by a two-sided Student t test over the
+cell's per-repeat medians (log scale) against the repeat-to-repeat spread
+pooled over every cell of both sets (docs/REPORTS.md: a repeat drifts as a
+whole, so repeats, not steps, are the independent samples), Holm-adjusted over
+cells so that --alpha bounds the chance a clean run fails at all -- significant:
+regressed (or improved); not significant: same; no spread to test against
+(one repeat per cell everywhere): suspect. A Mann-Whitney U test over
+step-block medians (10 consecutive blocks per repeat) is reported beside it;
+it sees changes within a run but is blind to run-to-run drift.
+Peak memory and losses are deterministic for a fixed seed, so they are compared
+against their threshold directly.
 
 When BASE and NEW come from different machines (manifest device kind/name/GPU)
 nothing is a regression: the output is a generation table instead.
 
-Exit status: 0 nothing regressed; 1 something regressed (gate CI on this);
-2 usage error or unreadable input (the message names the file).
+Exit status: 0 nothing regressed; 1 something regressed, a cell of BASE is
+missing from NEW (unless --allow-missing), no cell is in both sets, or (with
+--strict) a change is suspect; 2 usage error or unreadable input (the message
+names the file).
 """
 
 import argparse
@@ -29,6 +39,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpbench_results as mr  # noqa: E402
+from generations import ratio_of, report_generations  # noqa: E402
+from mpbench_results import format_table  # noqa: E402
+from mpbench_stats import BLOCKS_PER_REPEAT, block_medians, pooled_log_sd, pooled_t_test, u_test  # noqa: E402,F401
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
 
@@ -66,6 +79,13 @@ class Metric:
         values = cell.summary_list(self.repeats_key)
         return values[np.isfinite(values)]
 
+    def block_values(self, cell):
+        """The metric over step blocks: BLOCKS_PER_REPEAT consecutive-step medians per repeat."""
+        ms = block_medians(cell.timed_steps())
+        if self.name == "throughput":
+            return cell.batch_size() / (ms / 1000.0) if ms.size else ms
+        return ms
+
     def scalar(self, cell):
         """The single value shown for a cell (median over repeats for noisy metrics)."""
         if self.noisy:
@@ -100,6 +120,8 @@ class Options:
     threshold: float = DEFAULT_THRESHOLD
     loss_threshold: float = DEFAULT_LOSS_THRESHOLD
     alpha: float = DEFAULT_ALPHA
+    strict: bool = False
+    allow_missing: bool = False
 
 
 @dataclass
@@ -110,12 +132,17 @@ class Result:
     base: float
     new: float
     ratio: float
-    verdict: str                     # improved | regressed | same | n/a
-    p_value: float = None
-    n_base: int = None
+    verdict: str                     # improved | regressed | suspect | same | n/a
+    p_value: float = None            # the deciding test: t over repeats with the pooled spread, Holm-adjusted
+    n_base: int = None               # repeats per side
     n_new: int = None
-    underpowered: bool = False       # the U test cannot reach alpha with these repeat counts
+    df: int = None                   # degrees of freedom of the pooled spread
+    underpowered: bool = False       # no pooled spread: the change cannot be tested
     note: str = ""
+    p_blocks: float = None           # U over step-block medians (reported, not deciding)
+    n_blocks_base: int = None
+    n_blocks_new: int = None
+    p_raw: float = None              # p_value before the Holm adjustment over cells
 
     def to_json(self):
         return {k: clean(v) for k, v in self.__dict__.items()}
@@ -127,6 +154,7 @@ class Comparison:
     only_in_base: list = field(default_factory=list)
     only_in_new: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    spreads: dict = field(default_factory=dict)   # metric -> (pooled log sd, df) of repeats
 
     def by_verdict(self, verdict):
         return [r for r in self.results if r.verdict == verdict]
@@ -147,32 +175,6 @@ def clean(value):
 
 # ------------------------------------------------------------- statistics ---
 
-def min_attainable_p(n1, n2):
-    """Smallest two-sided exact Mann-Whitney p for sample sizes n1, n2 (complete separation)."""
-    if n1 < 1 or n2 < 1:
-        return 1.0
-    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
-
-
-def repeats_needed(alpha):
-    """Repeats per side for which the U test can reach p < alpha at all."""
-    n = 1
-    while min_attainable_p(n, n) >= alpha and n < 100:
-        n += 1
-    return n
-
-
-def u_test(base, new):
-    """Two-sided Mann-Whitney U p-value; 1.0 when the samples cannot be told apart."""
-    from scipy.stats import mannwhitneyu
-    if base.size == 0 or new.size == 0:
-        return math.nan
-    if np.all(base == base[0]) and np.all(new == base[0]):
-        return 1.0                     # all equal: scipy would warn/return nan
-    p = mannwhitneyu(base, new, alternative="two-sided").pvalue
-    return float(p) if math.isfinite(p) else 1.0
-
-
 def direction(ratio, threshold, higher_is_better):
     """'worse' / 'better' / None depending on whether ratio moved beyond threshold."""
     if not math.isfinite(ratio):
@@ -184,34 +186,51 @@ def direction(ratio, threshold, higher_is_better):
     return None
 
 
-def ratio_of(new, base):
-    if not (mr.finite(new) and mr.finite(base)):
-        return math.nan
-    if base == 0:
-        return 1.0 if new == 0 else math.inf
-    return new / base
-
-
 # -------------------------------------------------------------- comparing ---
 
-def compare_noisy(metric, cid, base_cell, new_cell, opts):
-    """Repeated timing measurements: U test AND threshold must both agree."""
-    b, n = metric.values(base_cell), metric.values(new_cell)
+def compare_noisy(metric, cid, base_cell, new_cell, spread):
+    """Repeated timing measurements: the change, and the raw p of the t test over
+    repeats against `spread` = (pooled log sd, degrees of freedom). judge_noisy
+    gives the verdict once every cell's p is known."""
+    b_rep, n_rep = metric.values(base_cell), metric.values(new_cell)
+    b_blk, n_blk = metric.block_values(base_cell), metric.block_values(new_cell)
     base_v, new_v = metric.scalar(base_cell), metric.scalar(new_cell)
-    ratio = ratio_of(new_v, base_v)
-    p = u_test(b, n)
-    underpowered = min_attainable_p(b.size, n.size) >= opts.alpha
-    moved = direction(ratio, opts.threshold, metric.higher_is_better)
-    verdict, note = "same", ""
-    if not math.isfinite(ratio):
-        verdict, note = "n/a", "not recorded"
-    elif mr.finite(p) and p < opts.alpha and moved:
-        verdict = "regressed" if moved == "worse" else "improved"
-    elif moved and underpowered:
-        note = "beyond threshold but too few repeats to test"
-    elif moved:
-        note = "beyond threshold but not significant"
-    return Result(cid, metric.name, base_v, new_v, ratio, verdict, p, int(b.size), int(n.size), underpowered, note)
+    sd, df = spread
+    p = pooled_t_test(b_rep, n_rep, sd, df)
+    return Result(cid, metric.name, base_v, new_v, ratio_of(new_v, base_v), "same", p, int(b_rep.size),
+                  int(n_rep.size), df, not math.isfinite(p), "", u_test(b_blk, n_blk), int(b_blk.size),
+                  int(n_blk.size), p_raw=p)
+
+
+def holm_adjust(p_values):
+    """Holm's step-down adjustment: the gate's alpha bounds the chance that a clean
+    run fails it anywhere, not per cell (a 20-cell matrix at 5% per cell would fail
+    a clean run two times in three). NaN stays NaN."""
+    finite = sorted((p, i) for i, p in enumerate(p_values) if math.isfinite(p))
+    adjusted, running = list(p_values), 0.0
+    for rank, (p, i) in enumerate(finite):
+        running = max(running, min(1.0, (len(finite) - rank) * p))
+        adjusted[i] = running
+    return adjusted
+
+
+def judge_noisy(results, metric, opts):
+    """Verdicts for one timing metric over all cells: judged only beyond the
+    threshold, then by the Holm-adjusted p of the t test."""
+    mine = [r for r in results if r.metric == metric.name]
+    for r, p in zip(mine, holm_adjust([r.p_raw for r in mine])):
+        r.p_value = p
+        moved = direction(r.ratio, opts.threshold, metric.higher_is_better)
+        if not math.isfinite(r.ratio):
+            r.verdict, r.note = "n/a", "not recorded"
+        elif moved and r.underpowered:
+            # Beyond the threshold, but the data cannot tell noise from a change.
+            r.verdict = "suspect" if moved == "worse" else "same"
+            r.note = "beyond threshold, too few repeats to test"
+        elif moved and p < opts.alpha:
+            r.verdict = "regressed" if moved == "worse" else "improved"
+        elif moved:
+            r.note = "beyond threshold but not significant"
 
 
 def compare_deterministic(metric, cid, base_cell, new_cell, opts):
@@ -233,174 +252,80 @@ def compare_deterministic(metric, cid, base_cell, new_cell, opts):
     return Result(cid, metric.name, base_v, new_v, ratio, verdict)
 
 
-def compare_cells(base_cell, new_cell, opts):
+def repeat_spreads(pairs):
+    """Per timing metric: the repeat-to-repeat spread (pooled log sd, degrees of
+    freedom) over every matched cell of both sets. One machine and run, one spread."""
+    return {m.name: pooled_log_sd([m.values(cell) for pair in pairs for cell in pair])
+            for m in METRICS if m.noisy}
+
+
+def compare_cells(base_cell, new_cell, opts, spreads):
     cid = base_cell.cell_id
-    return [(compare_noisy if m.noisy else compare_deterministic)(m, cid, base_cell, new_cell, opts)
-            for m in METRICS]
+    return [compare_noisy(m, cid, base_cell, new_cell, spreads[m.name]) if m.noisy
+            else compare_deterministic(m, cid, base_cell, new_cell, opts) for m in METRICS]
 
 
-def power_warning(results, alpha):
-    """A warning when some noisy metric could not possibly reach p < alpha."""
-    weak = [r for r in results if r.underpowered and r.n_base is not None]
-    if not weak:
+def power_warning(results):
+    """A warning when no cell has two repeats on either side: no spread, nothing testable."""
+    if not any(r.underpowered and r.n_base for r in results):
         return None
-    sizes = sorted({(r.n_base, r.n_new) for r in weak})
-    best = min(min_attainable_p(a, b) for a, b in sizes)
-    counts = ", ".join(f"{a} vs {b}" for a, b in sizes)
-    return (f"with {counts} repeats the smallest attainable Mann-Whitney p-value is {best:.3g} >= alpha={alpha:g}, "
-            f"so timing changes cannot be called significant; use at least {repeats_needed(alpha)} repeats "
-            "per result set (repeats: in the experiment YAML)")
+    return ("no cell has two or more repeats in either set, so the repeat-to-repeat spread is unknown and timing "
+            "changes cannot be tested (verdict: suspect); record repeats >= 3 (repeats: in the experiment YAML)")
 
 
 def compare_sets(base, new, opts):
     """Match cells by cell_id and compare every metric of every common cell."""
     comparison = Comparison()
+    for role, rs in (("BASE", base), ("NEW", new)):
+        delay = (rs.manifest.get("testing") or {}).get("inject_step_delay_ms")
+        if delay:
+            comparison.warnings.append(f"{role} was made with --inject-step-delay-ms {delay:g} (a planted slowdown "
+                                       "for testing the gate): its timings are not measurements")
+        noise = rs.noise()
+        if noise and noise.busy:
+            comparison.warnings.append(f"{role} ran on a busy machine (manifest noise: "
+                                       f"{'; '.join(noise.warnings) or 'busy rounds'}): a timing change may be "
+                                       "that load, not the code; rerun on a quiet machine before trusting it")
     base_ids, new_ids = base.by_id, new.by_id
     comparison.only_in_base = [c.cell_id for c in base.cells if c.cell_id not in new_ids]
     comparison.only_in_new = [c.cell_id for c in new.cells if c.cell_id not in base_ids]
-    for cell in base.cells:
-        other = new_ids.get(cell.cell_id)
-        if other is None:
-            continue
+    pairs = [(cell, new_ids[cell.cell_id]) for cell in base.cells if cell.cell_id in new_ids]
+    spreads = repeat_spreads(pairs)
+    comparison.spreads = spreads
+    for cell, other in pairs:
         if cell.config_hash and other.config_hash and cell.config_hash != other.config_hash:
             comparison.warnings.append(f"{cell.cell_id}: configuration differs (config_hash "
                                        f"{cell.config_hash} vs {other.config_hash}); comparing anyway")
-        comparison.results.extend(compare_cells(cell, other, opts))
-    warning = power_warning(comparison.results, opts.alpha)
+        comparison.results.extend(compare_cells(cell, other, opts, spreads))
+    for m in METRICS:
+        if m.noisy:
+            judge_noisy(comparison.results, m, opts)
+    warning = power_warning(comparison.results)
     if warning:
         comparison.warnings.insert(0, warning)
+    for r in comparison.results:
+        if r.verdict != "n/a" and r.metric in ("throughput", "step_time") and r.n_blocks_base == 0:
+            comparison.warnings.append("BASE or NEW records no per-step times for some cells (an old or synthetic "
+                                       "result set): the step-block test was not possible")
+            break
     return comparison
 
 
-# ------------------------------------------------------------ generations ---
-
-def unique_labels(sets):
-    """Machine names as column headers, disambiguated by directory when two are equal."""
-    labels = [rs.machine_label() for rs in sets]
-    return [f"{label} ({os.path.basename(os.path.normpath(rs.path))})" if labels.count(label) > 1 else label
-            for label, rs in zip(labels, sets)]
-
-
-def throughput(cell):
-    return cell.summary_value("samples_per_s") if cell is not None else math.nan
-
-
-def generation_rows(sets):
-    """Per cell id: speedup over each machine's own fp32 cell, and throughput vs the first machine."""
-    order = list(dict.fromkeys(c.cell_id for rs in sets for c in rs.cells))
-    rows = []
-    for cid in order:
-        speedups, ratios = [], []
-        first = sets[0].by_id.get(cid)
-        for rs in sets:
-            cell = rs.by_id.get(cid)
-            ref = mr.fp32_reference(rs, cell) if cell is not None else None
-            speedups.append(ratio_of(throughput(cell), throughput(ref)) if ref is not None else math.nan)
-            ratios.append(ratio_of(throughput(cell), throughput(first)))
-        rows.append({"cell_id": cid, "speedup_vs_own_fp32": speedups, "throughput_vs_first": ratios,
-                     "samples_per_s": [throughput(rs.by_id.get(cid)) for rs in sets]})
-    return rows
-
-
-def generations(sets):
-    """The machine-readable generation table."""
-    return {"machines": unique_labels(sets),
-            "dirs": [rs.path for rs in sets],
-            "identities": [list(rs.machine_identity()) for rs in sets],
-            "rows": generation_rows(sets)}
-
-
-def x_text(value, digits=2):
-    return f"{value:.{digits}f}×" if mr.finite(value) else "—"
-
-
-def generation_table_text(gen):
-    """Two header rows: what the column group means, then the machine names."""
-    machines = gen["machines"]
-    header = ["cell"] + machines
-    groups = [(1, "speedup vs own fp32 ->")]
-    if len(machines) > 1:
-        header += machines[1:]
-        groups.append((len(machines) + 1, f"samples/s ÷ {machines[0]} ->"))
-    rows = []
-    for row in gen["rows"]:
-        rows.append([row["cell_id"]] + [x_text(v) for v in row["speedup_vs_own_fp32"]] +
-                    [x_text(v) for v in row["throughput_vs_first"][1:]])
-    return format_table([header], rows, groups=groups)
-
-
-def tick_label(cell_id):
-    """A cell id stacked one setting per line, precision without its key: fits under a bar group."""
-    parts = [p[len("precision="):] if p.startswith("precision=") else p for p in cell_id.split(",")]
-    return "\n".join(parts)
-
-
-def plot_generations(gen, path):
-    """Grouped bars: per cell, one bar per machine (speedup vs own fp32); below, vs the first machine."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows, machines = gen["rows"], gen["machines"]
-    n, k = len(rows), len(machines)
-    panels = 2 if k > 1 else 1
-    fig, axes = plt.subplots(panels, 1, figsize=(max(8.0, (0.35 * k + 0.6) * n + 2), 3.8 * panels + 1),
-                             squeeze=False, sharex=True)
-    x = np.arange(n)
-    width = 0.8 / k
-    for a, (key, title, ylabel) in enumerate([
-            ("speedup_vs_own_fp32", "Speedup over each machine's own fp32 cell", "speedup (×)"),
-            ("throughput_vs_first", f"Throughput relative to {machines[0]}", f"samples/s ÷ {machines[0]} (×, log)")
-    ][:panels]):
-        ax = axes[a][0]
-        for i, machine in enumerate(machines):
-            values = [r[key][i] if mr.finite(r[key][i]) else np.nan for r in rows]
-            ax.bar(x - 0.4 + width * (i + 0.5), values, width, label=machine, color=f"C{i}")
-        ax.axhline(1.0, color="black", lw=0.8, ls="--")
-        ax.set_title(title, fontsize=10)
-        ax.set_ylabel(ylabel)
-        if key == "throughput_vs_first":
-            ax.set_yscale("log")
-        ax.set_xticks(x, [tick_label(r["cell_id"]) for r in rows], fontsize=8)
-        ax.legend(fontsize=8, title="machine", title_fontsize=8)
-        ax.grid(axis="y", alpha=0.3)
-    axes[-1][0].set_xlabel("cell")
-    fig.suptitle("Generations: " + " vs ".join(machines), fontsize=11)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+def failures(comparison, opts):
+    """Why the gate fails (empty: it passes)."""
+    why = [f"REGRESSED: {r.cell_id} {r.metric} {change_text(r)}" for r in comparison.by_verdict("regressed")]
+    if opts.strict:
+        why += [f"SUSPECT: {r.cell_id} {r.metric} {change_text(r)} ({r.note}; --strict)"
+                for r in comparison.by_verdict("suspect")]
+    if comparison.only_in_base and not opts.allow_missing:
+        why.append(f"MISSING: {len(comparison.only_in_base)} cell(s) of BASE are not in NEW (an interrupted "
+                   f"or filtered run?): {', '.join(comparison.only_in_base)}; --allow-missing to accept")
+    if not comparison.results:
+        why.append("NOTHING COMPARED: no cell is present in both sets")
+    return why
 
 
 # ---------------------------------------------------------------- output ---
-
-def format_table(headers, rows, align=None, groups=None):
-    """Fixed-width text table.
-
-    headers: list of header rows; align: one 'l'/'r' per column (default: first
-    column left, numbers right); groups: [(column, text)] printed above the
-    header starting at that column, free to overflow to the right, so a long
-    group title does not widen its first column.
-    """
-    all_rows = headers + rows
-    ncols = len(all_rows[0])
-    align = align or "l" + "r" * (ncols - 1)
-    widths = [max(len(str(r[i])) if i < len(r) else 0 for r in all_rows) for i in range(ncols)]
-    lines = []
-    if groups:
-        starts = [sum(widths[:i]) + 2 * i for i in range(ncols)]
-        line = ""
-        for col, text in groups:
-            line = line.ljust(starts[col]) + text + " "
-        lines.append(line.rstrip())
-    for j, row in enumerate(all_rows):
-        cells = [str(v).ljust(w) if align[i] == "l" or j < len(headers) else str(v).rjust(w)
-                 for i, (v, w) in enumerate(zip(row, widths))]
-        lines.append("  ".join(cells).rstrip())
-        if j == len(headers) - 1:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
 
 def value_text(metric_name, value):
     if metric_name == "peak_memory":
@@ -409,10 +334,13 @@ def value_text(metric_name, value):
 
 
 def change_text(r):
-    """Change as text: "-20.0% p=0.008" for noisy metrics, "+0.0%" for deterministic ones; † = underpowered."""
+    """Change as text: "-20.0% p=0.001 (blk 1e-06)" for noisy metrics (p of the t test over
+    repeats, then of the U test over step blocks), "+0.0%" for deterministic ones; "p=?" = untestable."""
     text = f"{100 * (r.ratio - 1):+.1f}%" if mr.finite(r.ratio) else (r.note or "—")
-    if r.p_value is not None and mr.finite(r.p_value):
-        text += f" p={r.p_value:.3f}" + ("†" if r.underpowered else "")
+    if r.p_value is not None:
+        text += f" p={r.p_value:.3g}" if mr.finite(r.p_value) else " p=?"
+    if r.p_blocks is not None and mr.finite(r.p_blocks):
+        text += f" (blk {r.p_blocks:.2g})"
     return text
 
 
@@ -420,10 +348,10 @@ def verdict_text(results):
     """One cell's overall verdict: which metrics regressed / improved, and any caveats
     (a change beyond the threshold that the U test could not confirm)."""
     parts = []
-    for verdict in ("regressed", "improved"):
+    for verdict, label in (("regressed", "REGRESSED"), ("suspect", "SUSPECT"), ("improved", "improved")):
         names = [r.metric for r in results if r.verdict == verdict]
         if names:
-            parts.append(("REGRESSED" if verdict == "regressed" else "improved") + ": " + ", ".join(names))
+            parts.append(label + ": " + ", ".join(names))
     notes = {}
     for r in results:
         if r.note and r.verdict not in ("regressed", "improved"):
@@ -458,6 +386,11 @@ def describe_set(role, rs):
             f"git {m.get('git_commit') or '?'}; {len(rs.cells)} cells]")
 
 
+def spread_text(spreads):
+    sd, df = spreads.get("step_time", (math.nan, 0))
+    return f": {100 * sd:.1f}% with {df} degrees of freedom" if df else ": none, one repeat per cell"
+
+
 def print_only_in(comparison):
     for role, ids in (("BASE", comparison.only_in_base), ("NEW", comparison.only_in_new)):
         if ids:
@@ -468,26 +401,28 @@ def print_comparison(base, new, comparison, opts):
     print(describe_set("BASE", base))
     print(describe_set("NEW", new))
     print(f"threshold {100 * opts.threshold:g}% (throughput, step time, peak memory), "
-          f"loss threshold {100 * opts.loss_threshold:g}%, alpha {opts.alpha:g}\n")
+          f"loss threshold {100 * opts.loss_threshold:g}%, alpha {opts.alpha:g}"
+          f"{', strict' if opts.strict else ''}{', missing cells allowed' if opts.allow_missing else ''}\n")
     for w in comparison.warnings:
         print(f"warning: {w}")
     if comparison.warnings:
         print()
     if comparison.results:
-        print("Change NEW vs BASE (p: two-sided Mann-Whitney U over repeats)")
+        print("Change NEW vs BASE (p: two-sided t over per-repeat medians against the repeat-to-repeat "
+              f"spread pooled over all cells{spread_text(comparison.spreads)}, Holm-adjusted over cells; blk: Mann-Whitney U over "
+              f"step-block medians, {BLOCKS_PER_REPEAT} per repeat, blind to run-to-run drift)")
         print(comparison_table_text(comparison))
-        if any(r.underpowered for r in comparison.results):
-            print("† the U test cannot reach alpha with this many repeats")
     else:
         print("No cell is present in both sets.")
     print_only_in(comparison)
-    regressed, improved = comparison.by_verdict("regressed"), comparison.by_verdict("improved")
-    if regressed or improved:
-        print("\n" + details_table_text(regressed + improved))
-    print(f"\n{len(regressed)} regressed, {len(improved)} improved, "
-          f"{len(comparison.by_verdict('same'))} same (of {len(comparison.results)} cell metrics)")
-    for r in regressed:
-        print(f"REGRESSED: {r.cell_id} {r.metric} {change_text(r)}")
+    judged = [r for r in comparison.results if r.verdict in ("regressed", "suspect", "improved")]
+    if judged:
+        print("\n" + details_table_text(judged))
+    print(f"\n{len(comparison.by_verdict('regressed'))} regressed, {len(comparison.by_verdict('suspect'))} suspect, "
+          f"{len(comparison.by_verdict('improved'))} improved, {len(comparison.by_verdict('same'))} same "
+          f"(of {len(comparison.results)} cell metrics)")
+    for line in failures(comparison, opts):
+        print(line)
 
 
 def write_json(path, payload):
@@ -538,6 +473,10 @@ def build_parser():
                    help="relative loss increase that regresses (default 2%%)")
     p.add_argument("--alpha", type=parse_alpha, default=DEFAULT_ALPHA,
                    help="significance level of the Mann-Whitney U test (default 0.05)")
+    p.add_argument("--strict", action="store_true",
+                   help="also fail (exit 1) on a change beyond the threshold that too few samples can test (suspect)")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="do not fail when cells of BASE are missing from NEW (they are still listed)")
     p.add_argument("--json", metavar="OUT", help="write everything machine-readable to OUT")
     p.add_argument("--generations", nargs="+", metavar="DIR",
                    help="result directories, one per machine: speedups side by side (put BASE NEW first)")
@@ -554,22 +493,6 @@ def plot_path(args):
     return None
 
 
-def report_generations(sets, args, title):
-    """Print the generation table (and plot it when a destination is known)."""
-    gen = generations(sets)
-    print(title)
-    print(generation_table_text(gen))
-    print("\nspeedup: samples/s over the same machine's fp32 (fusion off) cell with the same other settings")
-    path = plot_path(args)
-    if path:
-        plot_generations(gen, path)
-        gen["plot"] = path
-        print(f"plot: {path}")
-    else:
-        print("(no plot written: pass --plot PNG or --json OUT)")
-    return gen
-
-
 def run(args):
     """Everything after argument parsing; returns (exit code, JSON payload)."""
     payload = {"threshold": args.threshold, "loss_threshold": args.loss_threshold, "alpha": args.alpha}
@@ -580,22 +503,26 @@ def run(args):
         same_machine = base.machine_identity() == new.machine_identity()
         payload["same_machine"] = same_machine
         if same_machine:
-            opts = Options(args.threshold, args.loss_threshold, args.alpha)
+            opts = Options(args.threshold, args.loss_threshold, args.alpha, args.strict, args.allow_missing)
             comparison = compare_sets(base, new, opts)
             print_comparison(base, new, comparison, opts)
+            why = failures(comparison, opts)
             payload.update(results=[r.to_json() for r in comparison.results],
                            only_in_base=comparison.only_in_base, only_in_new=comparison.only_in_new,
                            warnings=comparison.warnings,
                            regressions=[r.to_json() for r in comparison.by_verdict("regressed")],
+                           suspects=[r.to_json() for r in comparison.by_verdict("suspect")],
                            improvements=[r.to_json() for r in comparison.by_verdict("improved")],
-                           repeats_needed=repeats_needed(args.alpha))
-            code = EXIT_REGRESSION if comparison.by_verdict("regressed") else EXIT_OK
+                           failures=why, strict=args.strict, allow_missing=args.allow_missing,
+                           blocks_per_repeat=BLOCKS_PER_REPEAT,
+                           repeat_spread={k: {"log_sd": sd, "df": df} for k, (sd, df) in comparison.spreads.items()})
+            code = EXIT_REGRESSION if why else EXIT_OK
         else:
             print(describe_set("BASE", base))
             print(describe_set("NEW", new))
             print(f"\nBASE and NEW ran on different machines ({base.machine_label()} vs {new.machine_label()}): "
                   "differences are generational, not regressions; no verdicts.\n")
-            payload["generations"] = report_generations([base, new], args, "Generation table")
+            payload["generations"] = report_generations([base, new], plot_path(args), "Generation table")
             comparison = compare_sets(base, new, Options())
             print_only_in(comparison)
             payload.update(only_in_base=comparison.only_in_base, only_in_new=comparison.only_in_new)
@@ -603,7 +530,7 @@ def run(args):
         sets = [mr.load_results(d) for d in args.generations]
         if args.base:
             print()
-        payload["generations"] = report_generations(sets, args, "Generation table")
+        payload["generations"] = report_generations(sets, plot_path(args), "Generation table")
     payload["exit_code"] = code
     return code, payload
 

@@ -14,10 +14,21 @@ Two knobs make regression tests exact:
   * `throughput_factor` scales one cell's throughput in every repeat without
     changing any random draw, so a 0.8 factor is a clean 20% regression.
 
+The fields of issue 8 (run order and rounds, speed-up intervals and verdicts,
+step-time noise, machine load) are written like the runner writes them:
+repeats run in interleaved rounds (`order`), the interval is a cluster
+bootstrap over repeats, and `busy_rounds` / `noisy_cells` make a round look
+busy or a cell noisy (with their own random draws, so the timing of
+everything else is unchanged). `legacy=True` leaves all of them out, as an
+older runner did. `BERT_INCLUDE` adds a BERT cell (another model than the
+baseline's: no speed-up).
+
 Usage: make_synthetic_results.py OUT [--machine cpu|a100|h100] [--slow CELL=FACTOR]...
+       [--bert] [--sequential] [--busy-round ROUND=FRACTION]... [--noisy CELL=SD]... [--legacy]
 """
 
 import argparse
+import datetime
 import json
 import math
 import os
@@ -27,7 +38,28 @@ import zlib
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mpbench_results import FP16_MAX_LOG2, FP16_MIN_SUBNORMAL_LOG2, MEMORY_CATEGORIES, slugify  # noqa: E402
+from mpbench_results import (FP16_MAX_LOG2, FP16_MIN_SUBNORMAL_LOG2, MEMORY_CATEGORIES,  # noqa: E402
+                              parse_map_setting, slugify)
+
+# The precisions a machine profile gives a speed and a ceiling for, in this order.
+PROFILE_PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16")
+
+
+def cuda_machine(gpu, compute_capability, memory_gib, base_samples_per_s, speeds, ceilings, versions):
+    """A GPU's entry in MACHINES: every CUDA profile has the same fields, and no emulated op.
+    speeds and ceilings: one per PROFILE_PRECISIONS; versions: (CUDA runtime, driver, cuBLAS)."""
+    runtime, driver, cublas = versions
+    return {
+        "device": {"kind": "cuda", "name": "cuda:0",
+                   "gpu": {"name": gpu, "compute_capability": compute_capability,
+                           "memory_bytes": memory_gib * 2**30}},
+        "base_samples_per_s": base_samples_per_s,
+        "precision_speed": dict(zip(PROFILE_PRECISIONS, speeds)),
+        "emulated": {},
+        "ceiling_gflops": dict(zip(PROFILE_PRECISIONS, ceilings)),
+        "libraries": {"cuda_runtime": runtime, "cuda_driver": driver, "cublas": cublas, "cudnn": None},
+    }
+
 
 # Per-machine identity (manifest "device") and speed profile.
 MACHINES = {
@@ -39,26 +71,12 @@ MACHINES = {
         "ceiling_gflops": {"fp32": 1200.0, "tf32": 1200.0, "amp_bf16": 2400.0, "amp_fp16": 1200.0},
         "libraries": {"cuda_runtime": None, "cuda_driver": None, "cublas": None, "cudnn": None},
     },
-    "a100": {
-        "device": {"kind": "cuda", "name": "cuda:0",
-                   "gpu": {"name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0",
-                           "memory_bytes": 40 * 2**30}},
-        "base_samples_per_s": 400000.0,
-        "precision_speed": {"fp32": 1.0, "tf32": 2.6, "amp_bf16": 4.1, "amp_fp16": 4.2},
-        "emulated": {},
-        "ceiling_gflops": {"fp32": 19500.0, "tf32": 156000.0, "amp_bf16": 312000.0, "amp_fp16": 312000.0},
-        "libraries": {"cuda_runtime": "12.2", "cuda_driver": "535.104", "cublas": "12.2.5", "cudnn": None},
-    },
-    "h100": {
-        "device": {"kind": "cuda", "name": "cuda:0",
-                   "gpu": {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0",
-                           "memory_bytes": 80 * 2**30}},
-        "base_samples_per_s": 900000.0,
-        "precision_speed": {"fp32": 1.0, "tf32": 3.0, "amp_bf16": 5.6, "amp_fp16": 5.8},
-        "emulated": {},
-        "ceiling_gflops": {"fp32": 67000.0, "tf32": 494000.0, "amp_bf16": 989000.0, "amp_fp16": 989000.0},
-        "libraries": {"cuda_runtime": "12.4", "cuda_driver": "550.54", "cublas": "12.4.5", "cudnn": None},
-    },
+    "a100": cuda_machine("NVIDIA A100-SXM4-40GB", "8.0", 40, 400000.0,
+                         speeds=(1.0, 2.6, 4.1, 4.2), ceilings=(19500.0, 156000.0, 312000.0, 312000.0),
+                         versions=("12.2", "535.104", "12.2.5")),
+    "h100": cuda_machine("NVIDIA H100 80GB HBM3", "9.0", 80, 900000.0,
+                         speeds=(1.0, 3.0, 5.6, 5.8), ceilings=(67000.0, 494000.0, 989000.0, 989000.0),
+                         versions=("12.4", "550.54", "12.4.5")),
 }
 
 # The default experiment exercises every plot: a precision x fusion matrix,
@@ -70,11 +88,24 @@ DEFAULT_INCLUDE = [
     {"precision": "amp_fp16", "fusion": "on", "checkpointing": "sqrt"},
 ]
 DEFAULT_BASELINE = {"precision": "fp32", "fusion": "off"}
+# Like the quickstart's BERT-tiny cell: another model than the baseline's.
+BERT_INCLUDE = {"precision": "amp_bf16", "fusion": "on", "model.kind": "bert", "model.size": "tiny",
+                "data.kind": "markov", "batch_size": "32"}
+# Per model kind: throughput relative to the MLP, and the loss curve's start and floor.
+MODEL_PROFILES = {"mlp": {"speed": 1.0, "loss_start": None, "loss_floor": 0.0},
+                  "bert": {"speed": 0.03, "loss_start": math.log(1024), "loss_floor": 4.55}}
+# The runner's noise rule (summary.noise): flagged, never used to drop a step.
+NOISY_ROBUST_CV, NOISY_P90_OVER_MEDIAN, OUTLIER_SHARE = 0.10, 1.25, 0.05
+OUTLIER_RULE = "none: every post-warm-up, unprobed step is kept in the median"
+BUSY_OTHER_CPU_FRACTION = 0.10
 
 BASE_CONFIG = {
     "name": "synthetic", "device": "auto", "seed": 1, "steps": 60, "warmup_steps": 5,
     "repeats": 5, "eval_every": 0, "batch_size": 256,
-    "precision": "fp32", "fusion": "off", "loss_scale": "none",
+    "precision": "fp32", "fusion": "off",
+    # the resolved config holds loss_scale as a map, as the runner writes it
+    "loss_scale": {"mode": "none", "value": 65536.0, "init": 65536.0, "growth_factor": 2.0,
+                   "backoff_factor": 0.5, "growth_interval": 2000, "hysteresis": 1, "min": 0.0, "max": 0.0},
     "checkpointing": "off", "checkpoint_k": 2, "accumulation": 1,
     "model": {"kind": "mlp", "hidden_layers": 4, "width": 1024, "activation": "gelu", "init_scale": 1.0},
     "data": {"kind": "teacher", "input_dim": 256, "classes": 16, "teacher_hidden": 64, "eval_samples": 4096},
@@ -110,8 +141,21 @@ def resolve_config(axes, experiment, seed, repeats, steps):
         for p in parents:
             node = node.setdefault(p, {})
         old = node.get(leaf)
-        node[leaf] = type(old)(value) if isinstance(old, (int, float)) and not isinstance(old, bool) else value
+        if isinstance(old, dict):            # a map value replaces the whole map: "dynamic{init:1024}"
+            node[leaf] = resolve_map(json.loads(json.dumps(BASE_CONFIG[leaf])) if leaf in BASE_CONFIG else {}, value)
+        else:
+            node[leaf] = type(old)(value) if isinstance(old, (int, float)) and not isinstance(old, bool) else value
     return config
+
+
+def resolve_map(defaults, text):
+    """A canonical map value ("dynamic", "static{value:1024}") applied to the map's defaults."""
+    out = dict(defaults)
+    parsed = parse_map_setting(text) or {"mode": str(text)}
+    for key, value in parsed.items():
+        old = defaults.get(key)
+        out[key] = type(old)(float(value)) if isinstance(old, (int, float)) and not isinstance(old, bool) else value
+    return out
 
 
 def fnv1a64(text):
@@ -153,30 +197,43 @@ def memory_for(config):
     return mem
 
 
+def model_profile(config):
+    return MODEL_PROFILES.get(config["model"].get("kind"), MODEL_PROFILES["mlp"])
+
+
 def loss_curve(config, axes, repeat_seed, steps):
     """Exponential decay to a precision-dependent floor with per-step noise."""
     rng = rng_for(repeat_seed, "loss", cell_id(axes))
     floor = {"fp32": 0.35, "tf32": 0.351, "amp_bf16": 0.356, "amp_fp16": 0.352}.get(config["precision"], 0.36)
-    if config["precision"] == "amp_fp16" and config["loss_scale"] == "none":
+    if config["precision"] == "amp_fp16" and config["loss_scale"]["mode"] == "none":
         floor += 0.04   # small gradients underflow without a loss scale
+    model = model_profile(config)
+    floor += model["loss_floor"]
+    start = model["loss_start"] or math.log(config["data"]["classes"])
     x = np.arange(steps)
-    clean = floor + (math.log(config["data"]["classes"]) - floor) * np.exp(-x / (steps / 5))
+    clean = floor + (start - floor) * np.exp(-x / (steps / 5))
     return clean * (1 + 0.01 * rng.standard_normal(steps))
 
 
 def loss_scale_series(config, steps):
-    """(scale per step, skipped per step) for the configured loss-scale mode."""
-    mode = config["loss_scale"]
-    if mode == "none":
+    """(scale per step, skipped per step) for the configured loss-scale map."""
+    ls = config["loss_scale"]
+    if ls["mode"] == "none":
         return [1.0] * steps, [0] * steps
-    if mode == "static":
-        return [1024.0] * steps, [0] * steps
-    scale, scales, skipped = 65536.0 * 16, [], []
+    if ls["mode"] == "static":
+        return [float(ls["value"])] * steps, [0] * steps
+    # dynamic: the first steps and the middle one overflow (skipped, scale backs off);
+    # the scale grows after growth_interval clean steps
+    scale, clean, scales, skipped = float(ls["init"]) * 16, 0, [], []
     for step in range(steps):
         overflow = step < 4 or step == steps // 2
         scales.append(scale)
         skipped.append(1 if overflow else 0)
-        scale = scale / 2 if overflow else (scale * 2 if step % 20 == 19 else scale)
+        clean = 0 if overflow else clean + 1
+        if overflow:
+            scale *= float(ls["backoff_factor"])
+        elif clean % int(ls["growth_interval"]) == 0:
+            scale *= float(ls["growth_factor"])
     return scales, skipped
 
 
@@ -193,13 +250,24 @@ def grad_histogram(rng, step, steps):
             "log2_hist": {"lo": lo, "counts": counts.astype(int).tolist()}}
 
 
-def make_repeat(config, axes, r, base_ms, noise, noise_seed, numerics):
-    """One repeat's per-step series."""
+def make_repeat(config, axes, r, base_ms, noise, noise_seed, numerics, extra_noise=0.0, busy=0.0):
+    """One repeat's per-step series.
+
+    extra_noise (relative sd, heavy-tailed) makes the cell noisy; busy (the other
+    processes' CPU share in this repeat's round) slows random steps. Both draw from
+    their own generators, so the ordinary timing draws stay the same.
+    """
     steps, warmup = config["steps"], config["warmup_steps"]
     seed = config["seed"] + r
     timing = rng_for(noise_seed, "timing", cell_id(axes), r)
     run_factor = math.exp(noise * timing.standard_normal())          # repeat-to-repeat drift
     step_ms = base_ms * run_factor * np.exp(0.5 * noise * timing.standard_normal(steps))
+    if extra_noise:
+        jitter = rng_for(noise_seed, "noisy", cell_id(axes), r)
+        step_ms *= 1 + extra_noise * np.abs(jitter.standard_t(2, steps))
+    if busy:
+        contention = rng_for(noise_seed, "busy", cell_id(axes), r)
+        step_ms *= 1 + (contention.random(steps) < busy) * contention.uniform(0.5, 2.0, steps)
     step_ms[:warmup] *= np.linspace(3.0, 1.2, warmup) if warmup else 1
     loss = loss_curve(config, axes, seed, steps)
     scales, skipped = loss_scale_series(config, steps)
@@ -212,7 +280,7 @@ def make_repeat(config, axes, r, base_ms, noise, noise_seed, numerics):
         "skipped": skipped,
         "grad_norm": (2.0 * np.exp(-np.arange(steps) / steps)).round(6).tolist(),
         "eval": [{"step": steps, "loss": round(float(loss[-5:].mean()) + 0.02, 6),
-                  "accuracy": round(0.95 - float(loss[-5:].mean()) * 0.2, 6)}],
+                  "accuracy": round(max(0.02, 0.95 - float(loss[-5:].mean()) * 0.2), 6)}],
         "peak_memory_bytes": memory_for(config),
     }
     if numerics:
@@ -224,10 +292,76 @@ def make_repeat(config, axes, r, base_ms, noise, noise_seed, numerics):
     return repeat
 
 
+def timed_steps(config, repeats):
+    """Per repeat, the post-warm-up step times (what the summary's statistics use)."""
+    return [np.array(r["step_time_ms"][config["warmup_steps"]:]) for r in repeats]
+
+
+def step_noise(timed):
+    """summary.noise, by the runner's rule: measured and flagged, never used to drop a step."""
+    steps = np.concatenate(timed)
+    median = float(np.median(steps))
+    cv = float(np.std(steps) / np.mean(steps))
+    robust_cv = float(1.4826 * np.median(np.abs(steps - median)) / median)
+    p90 = float(np.percentile(steps, 90)) / median
+    outliers = int(np.sum(steps > 3 * median))
+    reasons = []
+    if robust_cv > NOISY_ROBUST_CV:
+        reasons.append(f"step times vary by {100 * robust_cv:.0f}% (robust CV) > {100 * NOISY_ROBUST_CV:.0f}%")
+    if p90 > NOISY_P90_OVER_MEDIAN:
+        reasons.append(f"p90 step is {p90:.2f}x the median (> {NOISY_P90_OVER_MEDIAN:.2f}x)")
+    if outliers > OUTLIER_SHARE * steps.size:
+        reasons.append(f"{outliers} of {steps.size} steps took over 3x the median")
+    return {"cv": cv, "robust_cv": robust_cv, "p90_over_median": p90, "outlier_steps": outliers,
+            "samples": int(steps.size), "noisy": bool(reasons), "reasons": reasons, "outlier_rule": OUTLIER_RULE}
+
+
+def resampling_units(timed, blocks_if_one=5):
+    """The runner's bootstrap units: whole repeats, or one repeat cut into consecutive blocks."""
+    units = [t for t in timed if t.size]
+    if len(units) != 1:
+        return units
+    return [b for b in np.array_split(units[0], min(blocks_if_one, units[0].size)) if b.size]
+
+
+def pooled_medians(units, rng, resamples):
+    """Median of the pooled steps of len(units) units drawn with replacement, per resample."""
+    picks = rng.integers(0, len(units), size=(resamples, len(units)))
+    if len({u.size for u in units}) == 1:                         # the usual case: vectorised
+        return np.median(np.stack(units)[picks].reshape(resamples, -1), axis=1)
+    return np.array([np.median(np.concatenate([units[i] for i in row])) for row in picks])
+
+
+def speedup_interval(base_timed, base_batch, timed, batch, seed, resamples=2000, confidence=0.95):
+    """summary.speedup_interval: percentile interval of a cluster bootstrap of the ratio of
+    (batch / median step) over the baseline's; None with fewer than two units a side."""
+    base_units, units = resampling_units(base_timed), resampling_units(timed)
+    if len(base_units) < 2 or len(units) < 2:
+        return None
+    rng = np.random.default_rng([seed, zlib.crc32(b"bootstrap")])
+    ratios = (batch / pooled_medians(units, rng, resamples)) / (base_batch / pooled_medians(base_units, rng, resamples))
+    tail = (1 - confidence) / 2
+    by_repeats = len(base_timed) >= 2 and len(timed) >= 2
+    return {"lo": float(np.quantile(ratios, tail)), "hi": float(np.quantile(ratios, 1 - tail)),
+            "confidence": confidence, "resamples": resamples,
+            "method": "cluster bootstrap over repeats (each resample pools whole repeats' steps)" if by_repeats
+                      else "block bootstrap within a single repeat (consecutive blocks; sees drift within the run, "
+                           "not run-to-run noise: use repeats >= 2 for an honest interval)",
+            "units": {"baseline": len(base_units), "cell": len(units)}}
+
+
+def verdict_of(interval):
+    if interval["lo"] > 1.0:
+        return "faster"
+    if interval["hi"] < 1.0:
+        return "slower"
+    return "no measurable difference"
+
+
 def summarize(config, repeats, flops, ceiling, baseline_sps):
     """The summary block, computed from the repeats exactly as RESULTS.md defines it."""
-    warmup, batch = config["warmup_steps"], config["batch_size"]
-    timed = [np.array(r["step_time_ms"][warmup:]) for r in repeats]
+    batch = config["batch_size"]
+    timed = timed_steps(config, repeats)
     all_timed = np.concatenate(timed)
     median = float(np.median(all_timed))
     sps = batch / median * 1000
@@ -257,43 +391,91 @@ def write_json(path, obj):
     os.replace(path + ".tmp", path)
 
 
-def write_summary_csv(path, cells, axis_keys):
+def write_summary_csv(path, cells, axis_keys, legacy=False):
+    """summary.csv; legacy leaves out the columns of issue 8 (speedup_lo ... noisy)."""
+    new = [] if legacy else ["speedup_lo", "speedup_hi", "speedup_verdict"]
     columns = (["cell_id", "is_baseline"] + [f"axis.{k}" for k in axis_keys] +
-               ["samples_per_s", "speedup", "step_ms_median", "step_ms_p10", "step_ms_p90", "gflops",
-                "ceiling_fraction"] + [f"mem_{k}" for k in MEMORY_CATEGORIES] +
+               ["samples_per_s", "speedup"] + new + ["step_ms_median", "step_ms_p10", "step_ms_p90"] +
+               ([] if legacy else ["step_cv", "noisy"]) + ["gflops", "ceiling_fraction"] +
+               [f"mem_{k}" for k in MEMORY_CATEGORIES] +
                ["mem_total", "final_loss", "eval_loss", "eval_accuracy", "skipped_steps", "config_hash"])
     lines = [",".join(columns)]
     for c in cells:
         s = c["summary"]
+        interval, noise = s.get("speedup_interval") or {}, s.get("noise") or {}
         row = [f'"{c["cell_id"]}"', str(c["is_baseline"]).lower()]
         row += [c["axes"].get(k, "") for k in axis_keys]
-        row += [s["samples_per_s"], s["speedup"], s["step_time_ms"]["median"], s["step_time_ms"]["p10"],
-                s["step_time_ms"]["p90"], s["gflops"], s["ceiling_fraction"]]
+        row += [s["samples_per_s"], s["speedup"]]
+        row += [] if legacy else [interval.get("lo"), interval.get("hi"), s.get("speedup_verdict")]
+        row += [s["step_time_ms"]["median"], s["step_time_ms"]["p10"], s["step_time_ms"]["p90"]]
+        row += [] if legacy else [noise.get("cv"), str(noise.get("noisy")).lower() if noise else None]
+        row += [s["gflops"], s["ceiling_fraction"]]
         row += [s["peak_memory_bytes"][k] for k in (*MEMORY_CATEGORIES, "total")]
         row += [s["final_loss"], s["eval_loss"], s["eval_accuracy"], s["skipped_steps"], c["config_hash"]]
-        lines.append(",".join("" if v is None else str(v) for v in row))
+        lines.append(",".join("" if v is None else (f'"{v}"' if isinstance(v, str) and " " in v else str(v))
+                              for v in row))
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     os.replace(path + ".tmp", path)
 
 
+def run_plan(ids, repeats, mode, seed):
+    """manifest.order.rounds: interleaved runs one repeat of every cell per round, in a
+    seeded shuffle; sequential runs every repeat of a cell in one round, cell by cell."""
+    if mode == "sequential":
+        return [[cid] * repeats for cid in ids]
+    rng = np.random.default_rng([seed, zlib.crc32(b"order")])
+    return [[ids[i] for i in rng.permutation(len(ids))] for _ in range(repeats)]
+
+
+def iso_after(start, seconds):
+    """An ISO-8601 UTC time `seconds` after `start` (as written in the manifest)."""
+    t = datetime.datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ") + datetime.timedelta(seconds=seconds)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def load_window(rng, busy_fraction, round_=None):
+    """A manifest noise window like the runner's LoadWindow.to_json()."""
+    other = busy_fraction if busy_fraction else float(rng.uniform(0.005, 0.03))
+    cores = 16
+    window = {"loadavg": [round(1.0 + other * cores + x, 2) for x in (0.1, 0.05, 0.0)],
+              "other_cpu_fraction": round(other, 4), "steal_fraction": 0.0, "seconds": 0.5,
+              "busy": other > BUSY_OTHER_CPU_FRACTION}
+    return window if round_ is None else dict({"round": round_}, **window)
+
+
 def make_result_set(out_dir, *, experiment="synthetic", machine="cpu", repeats=5, steps=60, seed=1,
                     noise_seed=100, noise=0.01, throughput_factor=None, numerics=True,
-                    matrix=None, include=None, baseline=None):
+                    matrix=None, include=None, baseline=None, order="interleaved", busy_rounds=None,
+                    noisy_cells=None, legacy=False):
     """Write a complete result directory to out_dir and return its path.
 
     numerics: True adds gradient histograms to amp cells; False omits them.
     throughput_factor: {cell_id: factor} applied to that cell's step times.
+    order: "interleaved" | "sequential" (manifest.order, repeats' round/position/started).
+    busy_rounds: {round index (0-based): other processes' CPU share}: that round is busy in
+        manifest.noise (with the runner's warning) and its repeats get slow steps.
+    noisy_cells: {cell_id: relative sd} of extra heavy-tailed step-time noise.
+    legacy: write the format of an older runner (none of issue 8's fields).
     """
     profile = MACHINES[machine]
     matrix = DEFAULT_MATRIX if matrix is None else matrix
     include = DEFAULT_INCLUDE if include is None else include
     baseline = DEFAULT_BASELINE if baseline is None else baseline
     throughput_factor = throughput_factor or {}
+    busy_rounds = {} if legacy else dict(busy_rounds or {})
+    noisy_cells = noisy_cells or {}
     os.makedirs(os.path.join(out_dir, "cells"), exist_ok=True)
 
-    cells, baseline_sps = [], None
     all_axes = expand_cells(matrix, include)
+    ids = [cell_id(a) for a in all_axes]
+    plan = run_plan(ids, repeats, order, seed)
+    where = {}                                   # (cell id, repeat) -> (round, position)
+    for ri, round_ids in enumerate(plan):
+        for pos, cid in enumerate(round_ids):
+            where[(cid, sum(1 for k in where if k[0] == cid))] = (ri, pos)
+
+    cells, baseline_sps, base_timed, base_config = [], None, None, None
     base_axes = next((a for a in all_axes if all(a.get(k) == v for k, v in baseline.items())), all_axes[0])
     for axes in [base_axes] + [a for a in all_axes if a is not base_axes]:   # baseline first: others need it
         config = resolve_config(axes, experiment, seed, repeats, steps)
@@ -303,35 +485,62 @@ def make_result_set(out_dir, *, experiment="synthetic", machine="cpu", repeats=5
         speed *= throughput_factor.get(cell_id(axes), 1.0)
         speed /= CHECKPOINT_COST[config["checkpointing"]][0]
         speed *= (1024 / config["model"]["width"]) ** 2
+        speed *= model_profile(config)["speed"]
         base_ms = config["batch_size"] / (profile["base_samples_per_s"] * speed) * 1000
         with_numerics = numerics and precision.startswith("amp")
-        reps = [make_repeat(config, axes, r, base_ms, noise, noise_seed, with_numerics) for r in range(repeats)]
+        reps = [make_repeat(config, axes, r, base_ms, noise, noise_seed, with_numerics,
+                            extra_noise=noisy_cells.get(cell_id(axes), 0.0),
+                            busy=busy_rounds.get(where[(cell_id(axes), r)][0], 0.0))
+                for r in range(repeats)]
         flops = 6.0 * param_count(config) * config["batch_size"]
         emulated = profile["emulated"].get(precision)
-        summary = summarize(config, reps, flops, profile["ceiling_gflops"].get(precision), baseline_sps)
-        if axes is base_axes:
-            baseline_sps = summary["samples_per_s"]
+        is_base = axes is base_axes
+        same_model = is_base or config["model"]["kind"] == base_config["model"]["kind"]
+        summary = summarize(config, reps, flops, profile["ceiling_gflops"].get(precision),
+                            baseline_sps if same_model else None)
+        timed = timed_steps(config, reps)
+        if is_base:
+            baseline_sps, base_timed, base_config = summary["samples_per_s"], timed, config
             summary["speedup"] = 1.0
+        if not legacy:
+            interval = None
+            if not is_base and same_model:
+                interval = speedup_interval(base_timed, base_config["batch_size"], timed, config["batch_size"],
+                                            seed=zlib.crc32(cell_id(axes).encode()))
+            summary["speedup_interval"] = interval
+            summary["speedup_verdict"] = ("baseline" if is_base else verdict_of(interval) if interval else None)
+            summary["noise"] = step_noise(timed)
         cells.append({
             "schema": "mpbench.cell/1", "experiment": experiment,
             "cell_id": cell_id(axes), "slug": slugify(cell_id(axes)), "axes": axes,
-            "is_baseline": axes is base_axes, "config": config, "config_hash": canonical_hash(config),
+            "is_baseline": is_base, "config": config, "config_hash": canonical_hash(config),
             "device": {"kind": profile["device"]["kind"], "name": profile["device"]["name"],
                        "emulated": {"gemm": emulated or "native"}},
             "flops_per_step": flops, "repeats": reps, "summary": summary,
         })
 
-    order = [cell_id(a) for a in all_axes]
-    cells.sort(key=lambda c: order.index(c["cell_id"]))
+    started = "2026-11-21T23:10:00Z"
+    by_id = {c["cell_id"]: c for c in cells}
+    elapsed = 2.0                                 # ceilings and the idle sample come first
+    for ri, round_ids in enumerate(plan):
+        for pos, cid in enumerate(round_ids):
+            r = sum(1 for c in round_ids[:pos] if c == cid) if order == "sequential" else ri
+            rep = by_id[cid]["repeats"][r]
+            if not legacy:
+                rep.update(order=order, round=ri, position=pos, started=iso_after(started, elapsed),
+                           started_s=round(elapsed, 3))
+            elapsed += sum(rep["step_time_ms"]) / 1000 + 0.05
+
+    cells.sort(key=lambda c: ids.index(c["cell_id"]))
     for c in cells:
         write_json(os.path.join(out_dir, "cells", c["slug"] + ".json"), c)
     axis_keys = list(dict.fromkeys(k for a in all_axes for k in a))
-    write_summary_csv(os.path.join(out_dir, "summary.csv"), cells, axis_keys)
-    write_json(os.path.join(out_dir, "manifest.json"), {
+    write_summary_csv(os.path.join(out_dir, "summary.csv"), cells, axis_keys, legacy=legacy)
+    manifest = {
         "schema": "mpbench.manifest/1", "experiment": experiment,
         "config_path": f"experiments/{experiment}.yaml",
         "config_hash": canonical_hash({"matrix": matrix, "include": include, "seed": seed}),
-        "started": "2026-11-21T23:10:00Z", "finished": "2026-11-21T23:14:07Z",
+        "started": started, "finished": iso_after(started, elapsed),
         "mpbench_version": "0.1.0", "git_commit": "synthetic",
         "machine": {"hostname": f"synthetic-{machine}", "cpu_model": "AMD EPYC 7B13", "cores": 16,
                     "cpu_flags": ["avx2", "avx512f", "avx512_bf16"], "memory_bytes": 128 * 2**30,
@@ -340,8 +549,19 @@ def make_result_set(out_dir, *, experiment="synthetic", machine="cpu", repeats=5
         "libraries": dict({"onednn": "3.0.0", "yaml-cpp": "0.7.0", "nlohmann_json": "3.11.2"},
                           **profile["libraries"]),
         "device": dict(profile["device"], ceiling_gflops=profile["ceiling_gflops"]),
-        "cells": order,
-    })
+        "cells": ids,
+    }
+    if not legacy:
+        load = rng_for(noise_seed, "load")
+        rounds = [load_window(load, busy_rounds.get(ri, 0.0), ri) for ri in range(len(plan))]
+        when = [f"during round {ri + 1}" if order != "sequential" else f"while {plan[ri][0]} ran"
+                for ri in range(len(plan))]
+        warnings = [f"machine busy {when[ri]}: other processes used {100 * w['other_cpu_fraction']:.0f}% "
+                    "of the CPU time" for ri, w in enumerate(rounds) if w["busy"]]
+        manifest["order"] = {"mode": order, "seed": seed, "rounds": plan}
+        manifest["noise"] = {"before": load_window(load, 0.0), "rounds": rounds,
+                             "busy": any(w["busy"] for w in rounds), "warnings": warnings}
+    write_json(os.path.join(out_dir, "manifest.json"), manifest)
     return out_dir
 
 
@@ -351,6 +571,14 @@ def _parse_factor(text):
         return cell, float(factor)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected CELL_ID=FACTOR, got {text!r}") from None
+
+
+def _parse_round(text):
+    round_, _, fraction = text.partition("=")
+    try:
+        return int(round_), float(fraction)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected ROUND=FRACTION (0-based round), got {text!r}") from None
 
 
 def main(argv=None):
@@ -366,10 +594,21 @@ def main(argv=None):
     parser.add_argument("--slow", type=_parse_factor, action="append", default=[], metavar="CELL=FACTOR",
                         help="multiply one cell's throughput by FACTOR (e.g. 0.8)")
     parser.add_argument("--no-numerics", action="store_true", help="omit gradient histograms")
+    parser.add_argument("--bert", action="store_true", help="add a BERT cell (another model than the baseline's)")
+    parser.add_argument("--sequential", action="store_true", help="run order sequential (default interleaved)")
+    parser.add_argument("--busy-round", type=_parse_round, action="append", default=[], metavar="ROUND=FRACTION",
+                        help="make round ROUND (0-based) busy: other processes take FRACTION of the CPU")
+    parser.add_argument("--noisy", type=_parse_factor, action="append", default=[], metavar="CELL=SD",
+                        help="add heavy-tailed step-time noise of relative size SD to one cell")
+    parser.add_argument("--legacy", action="store_true",
+                        help="an older runner's format: no run order, speed-up intervals or noise fields")
     args = parser.parse_args(argv)
     make_result_set(args.out, experiment=args.experiment, machine=args.machine, repeats=args.repeats,
                     steps=args.steps, seed=args.seed, noise_seed=args.noise_seed, noise=args.noise,
-                    throughput_factor=dict(args.slow), numerics=not args.no_numerics)
+                    throughput_factor=dict(args.slow), numerics=not args.no_numerics,
+                    include=DEFAULT_INCLUDE + [BERT_INCLUDE] if args.bert else None,
+                    order="sequential" if args.sequential else "interleaved",
+                    busy_rounds=dict(args.busy_round), noisy_cells=dict(args.noisy), legacy=args.legacy)
     print(args.out)
     return 0
 

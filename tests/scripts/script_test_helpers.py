@@ -38,8 +38,10 @@ def run_script(name, *args, timeout=120):
 class TempDirTest(unittest.TestCase):
     """A test case with a fresh temporary directory (self.tmp) removed afterwards."""
 
+    tmp_prefix = "mpb-test-"
+
     def setUp(self):
-        self._tmp = tempfile.TemporaryDirectory(prefix="mpb-test-")
+        self._tmp = tempfile.TemporaryDirectory(prefix=self.tmp_prefix)
         self.tmp = self._tmp.name
 
     def tearDown(self):
@@ -59,25 +61,23 @@ def cell_path(result_dir, cell_id):
     return os.path.join(result_dir, "cells", synth.slugify(cell_id) + ".json")
 
 
-def edit_cell(result_dir, cell_id, edit):
-    """Load one cell's JSON, let `edit(dict)` change it in place, write it back."""
-    path = cell_path(result_dir, cell_id)
+def edit_json(path, edit):
+    """Load a JSON file, let `edit(data)` change it in place, write it back; returns path."""
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     edit(data)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f)
     return path
+
+
+def edit_cell(result_dir, cell_id, edit):
+    """Load one cell's JSON, let `edit(dict)` change it in place, write it back."""
+    return edit_json(cell_path(result_dir, cell_id), edit)
 
 
 def edit_manifest(result_dir, edit):
-    path = os.path.join(result_dir, "manifest.json")
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    edit(data)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-    return path
+    return edit_json(os.path.join(result_dir, "manifest.json"), edit)
 
 
 def all_cell_ids(result_dir):

@@ -20,6 +20,15 @@ SLOW_CELL = "precision=amp_bf16,fusion=on"
 class CompareVerdicts(TempDirTest):
     """Same machine: regressions, improvements, noise."""
 
+    def slow_cell_regresses(self, base, new):
+        """compare.py BASE NEW --json: exit 1 naming SLOW_CELL's throughput; returns the JSON report."""
+        out = os.path.join(self.tmp, "cmp.json")
+        proc = run_script("compare.py", base, new, "--json", out)
+        self.assertExit(proc, 1)
+        self.assertIn(f"REGRESSED: {SLOW_CELL} throughput", proc.stdout)
+        with open(out) as f:
+            return json.load(f)
+
     def test_identical_sets_pass(self):
         base = self.make_set("base")
         proc = run_script("compare.py", base, base)
@@ -30,12 +39,7 @@ class CompareVerdicts(TempDirTest):
     def test_twenty_percent_slower_cell_regresses_and_is_named(self):
         base = self.make_set("base")
         new = self.make_set("new", throughput_factor={SLOW_CELL: 0.8})
-        out = os.path.join(self.tmp, "cmp.json")
-        proc = run_script("compare.py", base, new, "--json", out)
-        self.assertExit(proc, 1)
-        self.assertIn(f"REGRESSED: {SLOW_CELL} throughput", proc.stdout)
-        with open(out) as f:
-            report = json.load(f)
+        report = self.slow_cell_regresses(base, new)
         regressed = {(r["cell_id"], r["metric"]) for r in report["regressions"]}
         self.assertEqual(regressed, {(SLOW_CELL, "throughput"), (SLOW_CELL, "step_time")})
         throughput = next(r for r in report["results"] if r["cell_id"] == SLOW_CELL and r["metric"] == "throughput")
@@ -89,24 +93,64 @@ class CompareVerdicts(TempDirTest):
         self.assertExit(proc, 1)
         self.assertIn(f"REGRESSED: {SLOW_CELL} final_loss", proc.stdout)
 
-    def test_too_few_repeats_warns_and_does_not_gate(self):
-        base = self.make_set("base", repeats=2)
-        new = self.make_set("new", repeats=2, throughput_factor={SLOW_CELL: 0.8})
+    def test_two_repeats_suffice_with_the_pooled_spread(self):
+        # Issue 17: with 2 repeats a U test over repeat medians can never reach
+        # p < 0.05 (its smallest p is 0.33); a t test against the repeat spread
+        # pooled over all cells (degrees of freedom from every cell) can.
+        base = self.make_set("base", repeats=2, noise_seed=1, noise=0.02)
+        new = self.make_set("new", repeats=2, noise_seed=2, noise=0.02, throughput_factor={SLOW_CELL: 0.7})
+        report = self.slow_cell_regresses(base, new)
+        result = next(r for r in report["results"] if r["cell_id"] == SLOW_CELL and r["metric"] == "throughput")
+        self.assertEqual((result["n_base"], result["n_new"]), (2, 2))
+        self.assertEqual((result["n_blocks_base"], result["n_blocks_new"]), (20, 20))
+        cells = len({r["cell_id"] for r in report["results"]})
+        self.assertEqual(result["df"], 2 * cells)              # one degree of freedom per (cell, side)
+        self.assertEqual(report["repeat_spread"]["throughput"]["df"], 2 * cells)
+        self.assertLess(result["p_value"], 0.001)
+        self.assertIsNotNone(result["p_blocks"])               # the block test is reported beside it
+
+    def test_untestable_change_is_suspect_and_fails_only_under_strict(self):
+        base = self.make_set("base", repeats=1)   # one repeat per cell everywhere: no spread to test against
+        new = self.make_set("new", repeats=1, throughput_factor={SLOW_CELL: 0.7})
         proc = run_script("compare.py", base, new)
         self.assertExit(proc, 0)
-        self.assertIn("at least 4 repeats", proc.stdout)
-        self.assertIn("too few repeats", proc.stdout)
+        self.assertIn("SUSPECT: throughput, step_time", proc.stdout)
+        self.assertIn("too few repeats to test", proc.stdout)
+        self.assertIn("no cell has two or more repeats", proc.stdout)
+        proc = run_script("compare.py", base, new, "--strict")
+        self.assertExit(proc, 1)
+        self.assertIn(f"SUSPECT: {SLOW_CELL} throughput", proc.stdout)
+
+    def test_untestable_improvement_is_not_suspect(self):
+        base = self.make_set("base", repeats=1)
+        new = self.make_set("new", repeats=1, throughput_factor={SLOW_CELL: 1.3})
+        self.assertExit(run_script("compare.py", base, new, "--strict"), 0)
 
 
 class CompareCellSets(TempDirTest):
 
-    def test_cells_in_only_one_set_are_listed(self):
+    def test_cells_in_only_one_set_are_listed_and_missing_ones_fail(self):
         base = self.make_set("base")
         new = self.make_set("new", include=[{"precision": "amp_fp16", "fusion": "on", "model.width": "512"}])
         proc = run_script("compare.py", base, new)
-        self.assertExit(proc, 0)
+        self.assertExit(proc, 1)   # issue 13: an interrupted NEW must not pass the gate
         self.assertIn("Only in BASE (3): precision=amp_fp16,fusion=on,loss_scale=dynamic", proc.stdout)
         self.assertIn("Only in NEW (1): precision=amp_fp16,fusion=on,model.width=512", proc.stdout)
+        self.assertIn("MISSING: 3 cell(s) of BASE are not in NEW", proc.stdout)
+        self.assertExit(run_script("compare.py", base, new, "--allow-missing"), 0)
+
+    def test_cells_only_in_new_do_not_fail(self):
+        base = self.make_set("base", include=[])
+        new = self.make_set("new")
+        self.assertExit(run_script("compare.py", base, new), 0)
+
+    def test_no_common_cell_fails(self):
+        base = self.make_set("base")
+        new = self.make_set("new", matrix={}, include=[], baseline={})
+        for flags in ([], ["--allow-missing"]):
+            proc = run_script("compare.py", base, new, *flags)
+            self.assertExit(proc, 1)
+            self.assertIn("NOTHING COMPARED", proc.stdout)
 
     def test_single_cell_runs(self):
         base = self.make_set("base", matrix={}, include=[], baseline={})
@@ -178,33 +222,34 @@ class CompareErrors(TempDirTest):
         self.assertExit(proc, 2)
         self.assertIn(missing, proc.stderr)
 
-    def test_corrupt_cell_json_is_named(self):
+    def assert_damage_is_named(self, damage, *words):
+        """compare.py BASE NEW, after damage(NEW dir) broke a file of NEW and returned its path,
+        exits 2 with a message naming that file and each of `words`."""
         base = self.make_set("base")
         new = self.make_set("new")
-        path = os.path.join(new, "cells", "precision=fp32__fusion=on.json")
-        with open(path, "w") as f:
-            f.write('{"schema": "mpbench.cell/1", "cell_id": ')
+        path = damage(new)
         proc = run_script("compare.py", base, new)
         self.assertExit(proc, 2)
-        self.assertIn(path, proc.stderr)
-        self.assertIn("invalid JSON", proc.stderr)
+        for text in (path, *words):
+            self.assertIn(text, proc.stderr)
+
+    def test_corrupt_cell_json_is_named(self):
+        def damage(new):
+            path = os.path.join(new, "cells", "precision=fp32__fusion=on.json")
+            with open(path, "w") as f:
+                f.write('{"schema": "mpbench.cell/1", "cell_id": ')
+            return path
+        self.assert_damage_is_named(damage, "invalid JSON")
 
     def test_cell_missing_required_key_is_named(self):
-        base = self.make_set("base")
-        new = self.make_set("new")
-        path = edit_cell(new, SLOW_CELL, lambda d: d.pop("summary"))
-        proc = run_script("compare.py", base, new)
-        self.assertExit(proc, 2)
-        self.assertIn(path, proc.stderr)
-        self.assertIn("summary", proc.stderr)
+        self.assert_damage_is_named(lambda new: edit_cell(new, SLOW_CELL, lambda d: d.pop("summary")), "summary")
 
     def test_missing_manifest_is_named(self):
-        base = self.make_set("base")
-        new = self.make_set("new")
-        os.remove(os.path.join(new, "manifest.json"))
-        proc = run_script("compare.py", base, new)
-        self.assertExit(proc, 2)
-        self.assertIn(os.path.join(new, "manifest.json"), proc.stderr)
+        def damage(new):
+            path = os.path.join(new, "manifest.json")
+            os.remove(path)
+            return path
+        self.assert_damage_is_named(damage)
 
     def test_wrong_schema_is_named(self):
         base = self.make_set("base")
@@ -240,16 +285,28 @@ class CompareUnits(unittest.TestCase):
         with self.assertRaises(Exception):
             compare.parse_fraction("-1%")
 
-    def test_min_attainable_p_and_repeats_needed(self):
-        self.assertAlmostEqual(compare.min_attainable_p(2, 2), 1 / 3)
-        self.assertAlmostEqual(compare.min_attainable_p(4, 4), 2 / 70)
-        self.assertEqual(compare.repeats_needed(0.05), 4)
-        self.assertEqual(compare.repeats_needed(0.01), 5)
+    def test_pooled_spread_and_t_test(self):
+        import math
+        import numpy as np
+        # Two groups, log sd known: log values {0, 0.1} and {1, 1.1, 1.2} -> SS = 0.005 + 0.02, df 1 + 2.
+        sd, df = compare.pooled_log_sd([np.exp([0, 0.1]), np.exp([1, 1.1, 1.2]), np.array([5.0])])
+        self.assertEqual(df, 3)
+        self.assertAlmostEqual(sd, math.sqrt(0.025 / 3))
+        # t = 0.1 / (0.05 * sqrt(1/2 + 1/2)) = 2 with 10 df: two-sided p = 0.0734 (t tables).
+        p = compare.pooled_t_test(np.exp([0.0, 0.0]), np.exp([0.1, 0.1]), 0.05, 10)
+        self.assertAlmostEqual(p, 0.07339, places=4)
+        self.assertTrue(math.isnan(compare.pooled_t_test([1.0], [2.0], math.nan, 0)))
+
+    def test_holm_adjustment(self):
+        # Sorted p 0.01, 0.02, 0.04 over 3 tests: 3*0.01, max(0.03, 2*0.02), max(0.04, 1*0.04); NaN untouched.
+        adjusted = compare.holm_adjust([0.04, 0.01, float("nan"), 0.02])
+        self.assertEqual([round(p, 6) for p in adjusted[:2]] + [round(adjusted[3], 6)], [0.04, 0.03, 0.04])
+        self.assertNotEqual(adjusted[2], adjusted[2])
 
     def test_u_test_on_separated_samples_reaches_min_p(self):
         import numpy as np
         p = compare.u_test(np.array([1.0, 2, 3, 4, 5]), np.array([6.0, 7, 8, 9, 10]))
-        self.assertAlmostEqual(p, compare.min_attainable_p(5, 5), places=6)
+        self.assertAlmostEqual(p, 2 / 252, places=6)   # complete separation: 2 / C(10, 5)
         self.assertEqual(compare.u_test(np.array([1.0, 1.0]), np.array([1.0, 1.0])), 1.0)
 
 

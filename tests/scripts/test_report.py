@@ -3,8 +3,12 @@
 
 Synthetic result sets cover the full feature set (numerics, loss scale,
 checkpointing), a minimal run (optional data absent: those plots must be
-skipped with a note, not crash) and a damaged-but-valid run (nulls, missing
-optional fields, no baseline, interrupted).
+skipped with a note, not crash), a damaged-but-valid run (nulls, missing
+optional fields, no baseline, interrupted), a BERT cell beside MLP cells
+(no speed-up across models, its own convergence panels), cells that differ
+only in a loss_scale sub-field (distinct labels), the fields of issue 8
+(speed-up intervals and verdicts, noise, run order) and an older set
+without them.
 """
 
 import html
@@ -15,7 +19,16 @@ import subprocess
 import tempfile
 import unittest
 
-from script_test_helpers import SOURCE_DIR, TempDirTest, all_cell_ids, edit_cell, edit_manifest, run_script
+import matplotlib
+
+matplotlib.use("Agg")
+
+from script_test_helpers import (SOURCE_DIR, TempDirTest, all_cell_ids, edit_cell, edit_manifest,  # noqa: E402
+                                 run_script, synth)
+
+import mpbench_results as mr  # noqa: E402  (scripts/ is on sys.path via the helpers)
+import report_labels  # noqa: E402
+import report_plots  # noqa: E402
 
 ALL_PLOTS = {"speedup.png", "memory.png", "convergence.png", "loss_scale.png", "grad_hist.png",
              "checkpointing.png"}
@@ -67,7 +80,9 @@ class ReportOutputs(TempDirTest):
         for column in ("samples/s", "speedup", "step ms median", "p10", "p90", "GFLOP/s", "% of ceiling",
                        "peak memory", "final loss", "eval loss", "eval acc", "skipped steps"):
             self.assertIn(f"<th>{html.escape(column)}</th>", page)
-        self.assertIn("1.00× (", page)                                   # baseline speedup with range
+        # speed-ups with the runner's interval; the baseline has none
+        self.assertRegex(page, r"<td class=num>1\.\d\d× \[1\.\d\d–1\.\d\d\]</td>")
+        self.assertIn("<td class=num>1.00×</td>", page)
 
     def test_out_option_and_gpu_machine(self):
         results = self.make_set("gpu", machine="h100", numerics=False, include=[])
@@ -150,6 +165,357 @@ class ReportOutputs(TempDirTest):
         proc = run_script("report.py", missing)
         self.assertExit(proc, 2)
         self.assertIn(missing, proc.stderr)
+
+
+BERT_ID = synth.cell_id(synth.BERT_INCLUDE)
+
+
+def read_outputs(out):
+    with open(os.path.join(out, "index.html"), encoding="utf-8") as f:
+        page = f.read()
+    with open(os.path.join(out, "report.md"), encoding="utf-8") as f:
+        md = f.read()
+    return page, md
+
+
+def md_table_after(md, marker):
+    """The first Markdown table after the line `marker`, as a list of {column: text} rows."""
+    lines = md.splitlines()
+    i = lines.index(marker) + 1
+    while not lines[i].startswith("| "):
+        i += 1
+    header = [h.strip() for h in lines[i].strip("|").split(" | ")]
+    rows = []
+    for line in lines[i + 2:]:
+        if not line.startswith("| "):
+            break
+        rows.append(dict(zip(header, (c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]))))
+    return rows
+
+
+def html_table_after(page, marker):
+    """The first HTML table after `marker`, as a list of {column: text} rows."""
+    table = page[page.index(marker):]
+    table = table[table.index("<table>"):table.index("</table>")]
+    header = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", table)]
+    rows = []
+    for row in re.findall(r"<tr>(.*?)</tr>", table, re.S):
+        cells = [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        if cells:
+            rows.append(dict(zip(header, cells)))
+    return rows
+
+
+def legend_texts(ax):
+    """An axes' legend labels without the key letter ("B: fp32 fusion=on" -> "fp32 fusion=on")."""
+    _, labels = ax.get_legend_handles_labels()
+    return [re.sub(r"^[A-Z]+: ", "", label) for label in labels]
+
+
+class ReportDefects(TempDirTest):
+    """Issue 8, section 4: defects seen in a real quickstart report."""
+
+    def bert_set(self, name, **kwargs):
+        """MLP cells (the default matrix) plus a BERT cell: another model than the baseline's."""
+        kwargs.setdefault("numerics", False)
+        return self.make_set(name, include=synth.DEFAULT_INCLUDE + [synth.BERT_INCLUDE], **kwargs)
+
+    def run_report(self, results):
+        proc = run_script("report.py", results)
+        self.assertExit(proc, 0)
+        return os.path.join(results, "report")
+
+    def test_other_model_has_no_speedup(self):
+        """Defect 1: no speed-up for the BERT cell in report.md, index.html or speedup.png, whether its
+        summary.speedup is null (the runner), a number (a cross-model ratio written by mistake) or
+        absent (an older set, where the report computes the ratio itself: never across models)."""
+        def wrong_ratio(d):
+            d["summary"]["speedup"] = 0.04
+
+        def no_key(d):
+            d["summary"].pop("speedup")
+        for variant, edit in (("null", None), ("number", wrong_ratio), ("absent", no_key)):
+            with self.subTest(variant):
+                results = self.bert_set(f"bert-{variant}", legacy=variant == "absent")
+                if edit:
+                    edit_cell(results, BERT_ID, edit)
+                page, md = read_outputs(self.run_report(results))
+                for rows in (md_table_after(md, "## Cells"), html_table_after(page, "<h2>Cells</h2>")):
+                    bert = [r for r in rows if r["cell"].startswith(BERT_ID)]
+                    self.assertEqual(len(bert), 1, rows)
+                    self.assertEqual(bert[0]["speedup"], "— (other model)")
+                    mlp = [r for r in rows if not r["cell"].startswith(BERT_ID)]
+                    self.assertTrue(all(re.match(r"\d", r["speedup"]) for r in mlp), mlp)
+                self.assertIn("train another model than the baseline's (mlp) and have no speed-up", md)
+                self.assertIn("is not in the figure: another model (bert) than the baseline's (mlp)", md)
+                speedup_key = md_table_after(md, "Cell key for speedup.png:")
+                self.assertNotIn(BERT_ID, [r["cell"] for r in speedup_key])
+                drawn = report_plots.plot_speedup(mr.load_results(results))
+                self.assertNotIn(BERT_ID, drawn.key_cells)
+                self.assertEqual(len(drawn.key_cells), len(all_cell_ids(results)) - 1)
+                report_plots.plt.close(drawn.fig)
+
+    def test_convergence_has_panel_rows_per_model(self):
+        """Defect 2: the BERT loss (~5) never shares a panel, or a y axis, with the MLP losses (~0.4-2.8)."""
+        rs = mr.load_results(self.bert_set("conv"))
+        rows = report_plots.convergence_rows(rs)
+        self.assertEqual([(m, p) for m, p, _ in rows],
+                         [("mlp", "fp32"), ("mlp", "tf32"), ("mlp", "amp_bf16"), ("mlp", "amp_fp16"),
+                          ("bert", "amp_bf16")])
+        self.assertEqual([c.cell_id for c in rows[-1][2]], [BERT_ID])
+        fig = report_plots.plot_convergence(rs)
+        self.assertEqual(len(fig.axes), 2 * len(rows))
+        keys = report_labels.cell_keys(rs)
+        bert_key = keys[BERT_ID]
+        bert_axes, mlp_axes = [], []
+        for ax in fig.axes:
+            _, labels = ax.get_legend_handles_labels()
+            named = {label.split(":")[0] for label in labels}
+            self.assertFalse(bert_key in named and len(named) > 1, f"{ax.get_title()}: {labels}")
+            (bert_axes if bert_key in named else mlp_axes).append(ax)
+        self.assertEqual(len(bert_axes), 2)
+        self.assertIn("bert", bert_axes[0].get_title())
+        for ax in bert_axes:
+            self.assertGreater(ax.get_ylim()[0], 3.0)                # BERT's scale, not the MLP's
+            for other in mlp_axes:
+                self.assertFalse(ax.get_shared_y_axes().joined(ax, other))
+        for ax in mlp_axes:
+            self.assertLess(ax.get_ylim()[1], 3.5)
+        report_plots.plt.close(fig)
+
+    def test_bars_have_short_labels_and_a_key_table(self):
+        """Defect 3: bars are named by key letters; a key table under each bar figure spells them out."""
+        results = self.bert_set("keys")
+        rs = mr.load_results(results)
+        keys = report_labels.cell_keys(rs)
+        self.assertEqual(sorted(keys.values()), [report_labels.key_name(i) for i in range(len(rs.cells))])
+        for fn in (report_plots.plot_speedup, report_plots.plot_memory):
+            drawn = fn(rs)
+            ticks = [t.get_text() for t in drawn.fig.axes[0].get_xticklabels()]
+            self.assertEqual(ticks, [keys[cid] for cid in drawn.key_cells])
+            self.assertTrue(all(len(t) <= 2 for t in ticks), ticks)
+            report_plots.plt.close(drawn.fig)
+        page, md = read_outputs(self.run_report(results))
+        for name, expected in (("speedup.png", len(rs.cells) - 1), ("memory.png", len(rs.cells))):
+            for rows in (md_table_after(md, f"Cell key for {name}:"),
+                         html_table_after(page, f"Cell key for {html.escape(name)}:")):
+                self.assertEqual(len(rows), expected)
+                for row in rows:
+                    self.assertEqual(keys[row["cell"]], row["key"])
+                    self.assertEqual(row["precision"], rs.by_id[row["cell"]].setting("precision"))
+        memory_key = {r["cell"]: r for r in md_table_after(md, "Cell key for memory.png:")}
+        self.assertIn("model.kind=bert", memory_key[BERT_ID]["other settings that differ from the baseline"])
+        self.assertEqual(memory_key["precision=fp32,fusion=off"]["other settings that differ from the baseline"],
+                         "(the baseline)")
+        # the Cells table names each cell's key too
+        self.assertEqual({r["cell"].split(" (")[0]: r["key"] for r in md_table_after(md, "## Cells")}, keys)
+
+    def test_labels_distinct_when_cells_differ_only_in_a_map_field(self):
+        """Defect 4: "dynamic{init:1024}" and "dynamic{init:65536}" both have mode dynamic; their labels
+        (loss-scale legend, convergence legend, gradient histograms) must still differ, by the sub-field."""
+        small = {"precision": "amp_fp16", "fusion": "on", "loss_scale": "dynamic{init:1024}"}
+        large = {"precision": "amp_fp16", "fusion": "on", "loss_scale": "dynamic{init:65536}"}
+        results = self.make_set("maps", matrix={"precision": ["fp32", "amp_fp16"]}, include=[small, large])
+        rs = mr.load_results(results)
+        ids = [synth.cell_id(small), synth.cell_id(large)]
+        cells = [rs.by_id[i] for i in ids]
+        labels = report_labels.cell_labels(rs, cells)
+        self.assertNotEqual(labels[ids[0]], labels[ids[1]])
+        self.assertIn("loss_scale.init=1024", labels[ids[0]])
+        self.assertIn("loss_scale.init=65536", labels[ids[1]])
+        # even when the label leaves loss_scale out, the clash falls back to the sub-field
+        labels = report_labels.cell_labels(rs, cells, skip=("precision", "loss_scale"))
+        self.assertIn("loss_scale.init=1024", labels[ids[0]])
+        self.assertIn("loss_scale.init=65536", labels[ids[1]])
+
+        fig = report_plots.plot_loss_scale(rs)
+        texts = legend_texts(fig.axes[0])
+        lines = [t for t in texts if "loss_scale.init=" in t]
+        self.assertEqual(len(lines), 2, texts)
+        self.assertEqual(len(set(lines)), 2, texts)
+        report_plots.plt.close(fig)
+        fig = report_plots.plot_convergence(rs)
+        fp16 = next(ax for ax in fig.axes if ax.get_title().startswith("amp_fp16: loss vs step"))
+        texts = legend_texts(fp16)
+        self.assertEqual(len(texts), len(set(texts)), texts)
+        self.assertTrue(any("init=1024" in t for t in texts) and any("init=65536" in t for t in texts), texts)
+        report_plots.plt.close(fig)
+        fig = report_plots.plot_grad_histograms(rs)
+        titles = [ax.get_title().split(" — ")[0] for ax in fig.axes if ax.get_visible()]
+        self.assertEqual(len(titles), len(set(re.sub(r"^[A-Z]+: ", "", t) for t in titles)), titles)
+        report_plots.plt.close(fig)
+
+    def test_labels_with_a_sub_field_axis(self):
+        """An axis on one field of a map ("loss_scale.growth_interval") labels by that field."""
+        include = [{"precision": "amp_fp16", "loss_scale": "dynamic", "loss_scale.growth_interval": str(n)}
+                   for n in (100, 400)]
+        rs = mr.load_results(self.make_set("sub", matrix={"precision": ["fp32"]}, include=include))
+        cells = [rs.by_id[synth.cell_id(a)] for a in include]
+        labels = report_labels.cell_labels(rs, cells)
+        self.assertIn("loss_scale.growth_interval=100", labels[cells[0].cell_id])
+        self.assertIn("loss_scale.growth_interval=400", labels[cells[1].cell_id])
+
+
+class ReportNewFields(TempDirTest):
+    """Issue 8, section 3: speed-up intervals and verdicts, step noise, machine load, run order."""
+
+    def run_report(self, results):
+        proc = run_script("report.py", results)
+        self.assertExit(proc, 0)
+        return read_outputs(os.path.join(results, "report"))
+
+    def test_speedup_interval_and_verdict(self):
+        results = self.make_set("iv")
+        rs = mr.load_results(results)
+        page, md = self.run_report(results)
+        verdicts = {c.cell_id: c.summary.get("speedup_verdict") for c in rs.cells}
+        self.assertIn("no measurable difference", verdicts.values())      # tf32 = fp32 speed on the CPU
+        self.assertIn("faster", verdicts.values())
+        self.assertIn("slower", verdicts.values())
+        for rows in (md_table_after(md, "## Cells"), html_table_after(page, "<h2>Cells</h2>")):
+            for row in rows:
+                cell = rs.by_id[row["cell"].split(" (")[0]]
+                s = cell.summary
+                if cell.is_baseline:
+                    self.assertEqual(row["speedup"], "1.00×")
+                    continue
+                iv = s["speedup_interval"]
+                expected = f"{s['speedup']:.2f}× [{iv['lo']:.2f}–{iv['hi']:.2f}]"
+                if s["speedup_verdict"] == "no measurable difference":
+                    expected += " no measurable difference"
+                self.assertEqual(row["speedup"], expected)
+        self.assertIn("95% confidence interval in square brackets", md)
+        self.assertIn("Interval method: cluster bootstrap over repeats", page)
+        # the figure's whiskers are the intervals (the baseline has none)
+        cells = [c for c in report_labels.display_order(rs)]
+        ends, text = report_plots.speedup_whiskers(rs, cells, [rs.speedup(c) for c in cells],
+                                             rs.baseline().summary_value("samples_per_s"))
+        self.assertIn("95% confidence interval", text)
+        for cell, end in zip(cells, ends):
+            iv = cell.summary["speedup_interval"]
+            self.assertEqual(end, None if iv is None else (iv["lo"], iv["hi"]))
+
+    def test_single_repeat_cells_without_interval(self):
+        """A runner that writes intervals writes null with too few units: say so, not a repeat range."""
+        results = self.make_set("one", repeats=1, numerics=False, include=[])
+        _, md = self.run_report(results)
+        rows = {r["cell"].split(" (")[0]: r["speedup"] for r in md_table_after(md, "## Cells")}
+        self.assertRegex(rows["precision=fp32,fusion=on"], r"^\d\.\d\d× \[")     # block bootstrap within the repeat
+        edit_cell(results, "precision=fp32,fusion=on", lambda d: d["summary"].update(speedup_interval=None,
+                                                                                        speedup_verdict=None))
+        _, md = self.run_report(results)
+        rows = {r["cell"].split(" (")[0]: r["speedup"] for r in md_table_after(md, "## Cells")}
+        self.assertRegex(rows["precision=fp32,fusion=on"], r"^\d\.\d\d× \(no interval\)$")
+
+    def test_noise_warnings_and_noisy_cells(self):
+        noisy_id = "precision=amp_bf16,fusion=on"
+        results = self.make_set("noise", numerics=False, include=[], busy_rounds={1: 0.31},
+                                noisy_cells={noisy_id: 0.25})
+        rs = mr.load_results(results)
+        self.assertEqual([c.cell_id for c in rs.noisy_cells()], [noisy_id])     # the synthetic set's premise
+        key = report_labels.cell_keys(rs)[noisy_id]
+        page, md = self.run_report(results)
+        for text in (md, html.unescape(page)):
+            self.assertIn("Runner warning: machine busy during round 2: other processes used 31% of the CPU time",
+                          text)
+            self.assertIn("Busy rounds: round 2 ran repeat 2 of every cell", text)
+            self.assertIn(f"Noisy: {key} ({noisy_id}): step times vary by", text)
+            self.assertIn("see Noise", text)
+            self.assertIn("Outlier rule: none: every post-warm-up, unprobed step is kept", text)
+        for rows in (md_table_after(md, "## Cells"), html_table_after(page, "<h2>Cells</h2>")):
+            row = next(r for r in rows if r["cell"].startswith(noisy_id))
+            self.assertTrue(row["cell"].endswith("(noisy)"))
+            self.assertRegex(row["speedup"], r"^\d\.\d\d× \[")                 # shown, not hidden
+            self.assertRegex(row["step CV"], r"^\d+\.\d%$")
+        self.assertIn("<h2>Noise</h2>", page)
+        self.assertIn("## Noise", md)
+
+    def test_quiet_run(self):
+        _, md = self.run_report(self.make_set("quiet", numerics=False, include=[]))
+        self.assertIn("The machine was quiet in all 5 round(s).", md)
+        self.assertIn("No cell's step times were flagged as noisy.", md)
+        self.assertIn("(quiet).", md)
+
+    def test_run_order_in_machine_section(self):
+        _, md = self.run_report(self.make_set("inter", numerics=False, include=[]))
+        self.assertIn("- **run order**: interleaved: 5 round(s), each running one repeat of every cell", md)
+        results = self.make_set("seq", numerics=False, include=[], order="sequential", busy_rounds={2: 0.4})
+        _, md = self.run_report(results)
+        self.assertIn("- **run order**: sequential: every repeat of a cell back to back", md)
+        third = all_cell_ids(results)[2]
+        key = report_labels.cell_keys(mr.load_results(results))[third]
+        self.assertIn(f"Busy rounds: while {key} ({third}) ran: all 5 of its repeats", md)
+
+    def test_older_set_keeps_the_old_behaviour(self):
+        """No intervals, noise or order (an older runner): repeat ranges, and the section says why it is empty."""
+        results = self.make_set("old", legacy=True)
+        page, md = self.run_report(results)
+        self.assertIn("<td class=num>1.00× (", page)                     # baseline: slowest–fastest repeat
+        self.assertNotIn("× [", page)
+        self.assertIn("slowest–fastest repeat in round brackets", md)
+        self.assertIn("Not recorded: this result set comes from a runner without noise detection.", md)
+        self.assertIn("- **run order**: not recorded", md)
+        self.assertNotIn("step CV", md)
+        rs = mr.load_results(results)
+        _, text = report_plots.speedup_whiskers(rs, rs.cells, [rs.speedup(c) for c in rs.cells],
+                                          rs.baseline().summary_value("samples_per_s"))
+        self.assertEqual(text, "whiskers: slowest..fastest repeat")
+
+
+class ReaderNewFields(TempDirTest):
+    """mpbench_results.py: the accessors the report relies on."""
+
+    def test_map_settings(self):
+        self.assertEqual(mr.parse_map_setting("dynamic{init:1024;growth_interval:100}"),
+                         {"mode": "dynamic", "init": "1024", "growth_interval": "100"})
+        self.assertEqual(mr.parse_map_setting({"mode": "static", "value": 1024.0}), {"mode": "static", "value": "1024"})
+        self.assertEqual(mr.parse_map_setting('{"mode": "dynamic"}'), {"mode": "dynamic"})
+        self.assertIsNone(mr.parse_map_setting("dynamic"))
+        self.assertIsNone(mr.parse_map_setting(2.5))
+
+    def test_speedup_never_across_models(self):
+        results = self.make_set("bert", numerics=False, include=[synth.BERT_INCLUDE])
+        edit_cell(results, BERT_ID, lambda d: d["summary"].update(speedup=0.04))
+        rs = mr.load_results(results)
+        bert = rs.by_id[BERT_ID]
+        self.assertEqual(bert.model_kind, "bert")
+        self.assertTrue(math_isnan(rs.speedup(bert)))
+        self.assertIn("another model (bert)", rs.no_speedup_reason(bert))
+        self.assertIsNone(mr.fp32_reference(rs, bert))            # compare.py's generations table
+        fp32_on = rs.by_id["precision=fp32,fusion=on"]
+        self.assertIs(mr.fp32_reference(rs, fp32_on), rs.by_id["precision=fp32,fusion=off"])
+
+    def test_new_fields_absent_or_present(self):
+        old = mr.load_results(self.make_set("old", legacy=True, numerics=False, include=[]))
+        new = mr.load_results(self.make_set("new", numerics=False, include=[], busy_rounds={0: 0.5}))
+        self.assertIsNone(old.run_order())
+        self.assertIsNone(old.noise())
+        for c in old.cells:
+            self.assertIsNone(c.speedup_interval())
+            self.assertIsNone(c.speedup_verdict())
+            self.assertIsNone(c.noise())
+            self.assertFalse(c.records_speedup_intervals())
+            self.assertEqual(c.repeat_rounds(), [])
+        self.assertEqual(new.run_order().mode, "interleaved")
+        self.assertEqual(len(new.run_order().rounds), 5)
+        noise = new.noise()
+        self.assertTrue(noise.busy)
+        self.assertEqual([w.round for w in noise.busy_rounds()], [0])
+        self.assertIn("during round 1", noise.warnings[0])
+        base = new.baseline()
+        self.assertEqual(base.speedup_verdict(), "baseline")
+        self.assertIsNone(base.speedup_interval())
+        other = new.by_id["precision=amp_bf16,fusion=on"]
+        iv = other.speedup_interval()
+        self.assertLess(iv.lo, new.speedup(other))
+        self.assertGreater(iv.hi, new.speedup(other))
+        self.assertEqual(iv.confidence_text(), "95%")
+        self.assertEqual(other.speedup_verdict(), "faster")
+        self.assertEqual(sorted(r for _, r in other.repeat_rounds()), list(range(5)))
+
+
+def math_isnan(value):
+    return value != value
 
 
 class ReportOnRealRunner(unittest.TestCase):

@@ -38,6 +38,7 @@ def find_chromium():
 CHROMIUM = find_chromium()
 RUNNER = os.environ.get("MPB_RUNNER", "")
 HAVE_RUNNER = bool(RUNNER) and os.access(RUNNER, os.X_OK)
+SHOT_WIDTH, SHOT_HEIGHT = 1400, 6000
 SMOKE_YAML = os.path.join(os.environ.get("MPB_SOURCE_DIR", SOURCE_DIR), "experiments", "report_smoke.yaml")
 
 
@@ -71,7 +72,10 @@ class ReportInBrowser(unittest.TestCase):
         # virtual-time-budget lets the load event and the image callbacks run before the dump.
         cls.dom = chromium(cls.profile, "--virtual-time-budget=10000", "--dump-dom", cls.url)
         cls.screenshot = os.path.join(tmp, "screenshot.png")
-        cls.shot = chromium(cls.profile, f"--screenshot={cls.screenshot}", "--window-size=1400,3000", cls.url)
+        # 6000 px tall: on a busy machine the report's Notes and Noise sections grow (one line per
+        # busy round) and push the plots down; at 3000 px they could fall out of the shot.
+        cls.shot = chromium(cls.profile, "--virtual-time-budget=10000", f"--screenshot={cls.screenshot}",
+                            f"--window-size={SHOT_WIDTH},{SHOT_HEIGHT}", cls.url)
         keep = os.environ.get("MPB_KEEP_SCREENSHOT")      # for a human look: path to copy it to
         if keep and os.path.exists(cls.screenshot):
             shutil.copy(cls.screenshot, keep)
@@ -102,7 +106,7 @@ class ReportInBrowser(unittest.TestCase):
         with open(self.screenshot, "rb") as f:
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
         image = mpimg.imread(self.screenshot)[..., :3]
-        self.assertEqual(image.shape[:2], (3000, 1400))
+        self.assertEqual(image.shape[:2], (SHOT_HEIGHT, SHOT_WIDTH))
         colours = np.unique((image.reshape(-1, 3) * 255).astype(np.uint8), axis=0)
         self.assertGreater(len(colours), 50, "screenshot is (nearly) a single colour")
         # the figures must be in the picture, not just text: coloured (non-grey) pixels

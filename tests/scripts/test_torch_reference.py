@@ -13,8 +13,9 @@ build BERT cells yet.
 import os
 import subprocess
 import sys
-import tempfile
 import unittest
+
+from script_test_helpers import TempDirTest
 
 SKIP_EXIT_CODE = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -27,7 +28,7 @@ PYTHON = sys.executable or "/usr/bin/python3"
 MLP_YAML = os.path.join(DATA, "reference_mlp.yaml")
 BERT_YAML = os.path.join(DATA, "reference_bert_tiny.yaml")
 
-# What the runner says while BERT isn't wired into it (runner/config.cpp's
+# What the runner says while BERT isn't wired into it (config/schema.cpp's
 # "not supported yet" table, train/cell_factory.cpp's builders). Only these
 # turn a BERT failure into a skip; anything else fails.
 BERT_NOT_WIRED = ("model.kind 'bert' is not supported yet", "model.kind 'bert' has no builder",
@@ -43,13 +44,8 @@ def describe(proc):
     return f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
 
 
-class ReferenceCase(unittest.TestCase):
-    def setUp(self):
-        self._tmp = tempfile.TemporaryDirectory(prefix="mpb-ref-")
-        self.tmp = self._tmp.name
-
-    def tearDown(self):
-        self._tmp.cleanup()
+class ReferenceCase(TempDirTest):
+    tmp_prefix = "mpb-ref-"
 
     def export(self, yaml, cell_filter, name):
         out = os.path.join(self.tmp, name)

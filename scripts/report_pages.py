@@ -1,0 +1,126 @@
+"""Writing the report: index.html (figures inlined as data URIs) and report.md.
+
+Why a module of its own: both files carry the same sections in the same order
+(machine, notes, noise, cells, then each figure with its caption, notes and
+cell key); only the markup differs. The content comes from report_tables,
+report_noise and report_labels; the figures from report_plots' Plot records.
+"""
+
+import base64
+import html
+
+from report_labels import KEY_COLUMNS, key_rows
+from report_noise import noise_lines
+from report_tables import machine_rows, summary_columns, summary_legend, summary_rows
+
+
+IMAGE_CHECK_SCRIPT = """
+<script>
+// Sets the body attribute data-images-loaded to "loaded/total" as images decode, so a headless browser test
+// (tests/scripts/test_report_browser.py) can tell that every embedded figure rendered.
+function mpbCountImages() {
+  var imgs = document.images, ok = 0;
+  for (var i = 0; i < imgs.length; i++) if (imgs[i].complete && imgs[i].naturalWidth > 0) ok++;
+  document.body.setAttribute('data-images-loaded', ok + '/' + imgs.length);
+}
+for (var i = 0; i < document.images.length; i++) document.images[i].addEventListener('load', mpbCountImages);
+window.addEventListener('load', mpbCountImages);
+mpbCountImages();
+</script>
+"""
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; color: #222; padding: 0 1em; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
+th { background: #f0f0f0; text-align: left; }
+.scroll { overflow-x: auto; }
+td.text { max-width: 32em; overflow-wrap: anywhere; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.notes li { margin: 0.2em 0; overflow-wrap: anywhere; }
+figure { margin: 1.5em 0; }
+figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { color: #555; max-width: 60em; }
+p.legend { color: #555; max-width: 60em; font-size: 0.9em; }
+"""
+
+
+def html_table(header, rows, numeric_from=1):
+    """A plain HTML table (scrolls sideways if too wide); columns from `numeric_from` are right-aligned."""
+    out = ["<div class=scroll><table>"]
+    if header:
+        out.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")
+    for row in rows:
+        cells = [f"<td class={'num' if i >= numeric_from else 'text'}>{html.escape(v)}</td>"
+                 for i, v in enumerate(row)]
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    return "\n".join(out + ["</table></div>"])
+
+
+def write_html(rs, plots, notes, path):
+    """index.html with every image inlined as a base64 data URI."""
+    parts = [
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        f"<title>mpbench report: {html.escape(rs.experiment)}</title><style>{CSS}</style></head><body>",
+        f"<h1>mpbench report: {html.escape(rs.experiment)}</h1>",
+        f"<p>{len(rs.cells)} cells on <b>{html.escape(rs.machine_label())}</b>. "
+        "See docs/REPORTS.md for how to read each figure.</p>",
+        "<h2>Machine and versions</h2>",
+        html_table(None, machine_rows(rs), numeric_from=99),
+    ]
+    if notes:
+        parts.append("<h2>Notes</h2><ul class=notes>" +
+                     "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    parts.append("<h2>Noise</h2><ul class=notes>" +
+                 "".join(f"<li>{html.escape(n)}</li>" for n in noise_lines(rs)) + "</ul>")
+    parts += ["<h2>Cells</h2>", html_table(summary_columns(rs), summary_rows(rs), numeric_from=2),
+              f"<p class=legend>{html.escape(summary_legend(rs))}</p>"]
+    for p in plots:
+        if not p.file:
+            continue
+        with open(p.file, "rb") as f:
+            data = base64.b64encode(f.read()).decode("ascii")
+        parts.append(f"<figure><h2>{html.escape(p.title)}</h2>"
+                     f"<img src=\"data:image/png;base64,{data}\" alt=\"{html.escape(p.title)}\">"
+                     f"<figcaption>{html.escape(p.caption)}</figcaption></figure>")
+        if p.notes:
+            parts.append("<ul class=notes>" + "".join(f"<li>{html.escape(n)}</li>" for n in p.notes) + "</ul>")
+        if p.key_cells:
+            parts.append(f"<p class=legend>Cell key for {html.escape(p.name)}:</p>" +
+                         html_table(KEY_COLUMNS, key_rows(rs, p.key_cells), numeric_from=99))
+    parts += [IMAGE_CHECK_SCRIPT, "</body></html>"]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(parts))
+
+
+def md_escape(text):
+    return str(text).replace("|", "\\|")
+
+
+def markdown_table(header, rows, text_columns=1):
+    """A Markdown table; columns from `text_columns` on are right-aligned (numbers)."""
+    lines = ["| " + " | ".join(md_escape(h) for h in header) + " |",
+             "|" + "|".join(["---"] * text_columns + ["---:"] * (len(header) - text_columns)) + "|"]
+    lines += ["| " + " | ".join(md_escape(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_markdown(rs, plots, notes, path):
+    """report.md: the same content, images referenced by file name beside it."""
+    lines = [f"# mpbench report: {rs.experiment}", "",
+             f"{len(rs.cells)} cells on **{rs.machine_label()}**.", "", "## Machine and versions", ""]
+    lines += [f"- **{k}**: {v}" for k, v in machine_rows(rs)]
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    lines += ["", "## Noise", ""] + [f"- {n}" for n in noise_lines(rs)]
+    lines += ["", "## Cells", "", markdown_table(summary_columns(rs), summary_rows(rs), text_columns=2), "",
+              summary_legend(rs), ""]
+    for p in plots:
+        if p.file:
+            lines += [f"## {p.title}", "", f"![{p.title}]({p.name})", "", p.caption, ""]
+            lines += [f"- {n}" for n in p.notes] + ([""] if p.notes else [])
+            if p.key_cells:
+                lines += [f"Cell key for {p.name}:", "",
+                          markdown_table(KEY_COLUMNS, key_rows(rs, p.key_cells), text_columns=len(KEY_COLUMNS)), ""]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
