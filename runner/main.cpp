@@ -1,6 +1,7 @@
 // runner FILE.yaml [--out DIR] [--device cpu|cuda|auto] [--filter EXPR] [--dry-run] [--resume]
 //        [--order interleaved|sequential] [--order-seed N]
-//        [--export-reference DIR]
+//        [--fail-on-divergence] [--export-reference DIR]
+// Exit codes: runner/run_experiment.h ExitCode, docs/RESULTS.md.
 #include <CLI/CLI.hpp>
 
 #include <csignal>
@@ -10,6 +11,7 @@
 #include "core/device.h"
 #include "runner/config.h"
 #include "runner/reference_export.h"
+#include "runner/result_dir.h"
 #include "runner/run_experiment.h"
 
 namespace {
@@ -42,6 +44,9 @@ int main(int argc, char** argv) {
                  "TESTING ONLY: sleep this long inside every timed step, a planted slowdown for testing a "
                  "regression gate (recorded in the manifest and every repeat; docs/REPORTS.md)")
       ->check(CLI::Range(0.0, 60000.0));
+  app.add_flag("--fail-on-divergence", opt.fail_on_divergence,
+               "exit 3 when a cell diverged (a non-finite final or eval loss); by default divergence is a "
+               "result, shown in the table, and the exit code is 0");
   std::string export_dir;
   app.add_option("--export-reference", export_dir,
                  "write the one cell --filter selects (weights, batches, mpbench's logits, gradients and losses) "
@@ -50,7 +55,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return app.exit(e) == 0 ? mpb::kExitOk : mpb::kExitBadInput;
   }
   opt.order = mpb::parse_run_order(order);
   if (seed_opt->count()) opt.order_seed = order_seed;
@@ -60,18 +65,18 @@ int main(int argc, char** argv) {
     exp = mpb::load_experiment(file);
   } catch (const mpb::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
+    return mpb::kExitBadInput;
   }
   if (!export_dir.empty()) return mpb::run_export_reference(exp, opt.filter, export_dir);
   std::signal(SIGINT, on_sigint);
   std::signal(SIGTERM, on_sigint);
   try {
     return mpb::run_experiment(exp, opt);
-  } catch (const mpb::DeviceError& e) {
+  } catch (const mpb::ResultDirBusy& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
+    return mpb::kExitBusy;
+  } catch (const std::exception& e) {  // DeviceError and the rest: a failed run
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return mpb::kExitFailure;
   }
 }

@@ -109,9 +109,12 @@ nlohmann::json build_manifest(const ExperimentConfig& exp, const DeviceInfo& dev
   m["config_path"] = exp.path;
   nlohmann::json cells = nlohmann::json::array();
   nlohmann::json all = nlohmann::json::array();
+  nlohmann::json hashes = nlohmann::json::object();  // what report.py checks each cell file against
   for (const Cell& c : exp.cells) {
     cells.push_back(c.id);
-    all.push_back({{"id", c.id}, {"config", cell_config_to_json(c.config)}});
+    const nlohmann::json config = cell_config_to_json(c.config);
+    all.push_back({{"id", c.id}, {"config", config}});
+    hashes[c.id] = config_hash(config);
   }
   m["config_hash"] = config_hash(all);
   m["started"] = utc_now_iso8601();
@@ -131,6 +134,7 @@ nlohmann::json build_manifest(const ExperimentConfig& exp, const DeviceInfo& dev
   d["ceiling_gflops"] = ceiling_gflops;
   m["device"] = d;
   m["cells"] = cells;
+  m["cell_config_hashes"] = hashes;
   return m;
 }
 

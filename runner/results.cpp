@@ -315,4 +315,11 @@ std::string summary_csv(const std::vector<nlohmann::json>& cells) {
   return out.str();
 }
 
+bool cell_diverged(const nlohmann::json& cell) {
+  const nlohmann::json& s = cell.at("summary");
+  for (const char* k : {"final_loss", "eval_loss"})
+    if (!s.at(k).is_number() || !std::isfinite(s.at(k).get<double>())) return true;
+  return false;
+}
+
 }  // namespace mpb

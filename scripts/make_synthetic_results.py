@@ -552,6 +552,7 @@ def make_result_set(out_dir, *, experiment="synthetic", machine="cpu", repeats=5
         "cells": ids,
     }
     if not legacy:
+        manifest["cell_config_hashes"] = {c["cell_id"]: c["config_hash"] for c in cells}
         load = rng_for(noise_seed, "load")
         rounds = [load_window(load, busy_rounds.get(ri, 0.0), ri) for ri in range(len(plan))]
         when = [f"during round {ri + 1}" if order != "sequential" else f"while {plan[ri][0]} ran"

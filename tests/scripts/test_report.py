@@ -166,6 +166,17 @@ class ReportOutputs(TempDirTest):
         self.assertExit(proc, 2)
         self.assertIn(missing, proc.stderr)
 
+    def test_cell_with_another_config_hash_than_the_manifest_is_refused(self):
+        # Issue 13 D4(b): steps 10 -> 12, an interrupted resume: one cell ran
+        # with the old config. The set must not be shown as one experiment.
+        results = self.make_set("mixed")
+        cell_id = all_cell_ids(results)[1]
+        path = edit_cell(results, cell_id, lambda c: c.update(config_hash="0123456789abcdef"))
+        proc = run_script("report.py", results)
+        self.assertExit(proc, 2)
+        self.assertIn(path, proc.stderr)
+        self.assertIn("differs from the manifest", proc.stderr)
+
 
 BERT_ID = synth.cell_id(synth.BERT_INCLUDE)
 
