@@ -1,6 +1,6 @@
 // runner FILE.yaml [--out DIR] [--device cpu|cuda|auto] [--filter EXPR] [--dry-run] [--resume]
 //        [--order interleaved|sequential] [--order-seed N]
-//        [--fail-on-divergence] [--export-reference DIR]
+//        [--fail-on-divergence] [--stall-timeout S] [--cell-timeout S] [--export-reference DIR]
 // Exit codes: runner/run_experiment.h ExitCode, docs/RESULTS.md.
 #include <CLI/CLI.hpp>
 
@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "runner/config.h"
+#include "runner/hung_cell.h"
 #include "runner/reference_export.h"
 #include "runner/result_dir.h"
 #include "runner/run_experiment.h"
@@ -47,11 +48,24 @@ int main(int argc, char** argv) {
   app.add_flag("--fail-on-divergence", opt.fail_on_divergence,
                "exit 3 when a cell diverged (a non-finite final or eval loss); by default divergence is a "
                "result, shown in the table, and the exit code is 0");
+  app.add_option("--stall-timeout", opt.watchdog.stall_s,
+                 "seconds without a completed step after which a repeat counts as hung (default: automatic, 20x "
+                 "the median step so far, at least 60 s; 600 s before the first step). A hung cell is recorded in "
+                 "failed/ and the runner restarts itself (--resume) to run the other cells; the exit code is 1")
+      ->check(CLI::Range(0.1, 1e7));
+  app.add_option("--cell-timeout", opt.watchdog.repeat_s,
+                 "seconds one repeat of a cell may take at most, set-up included (default: no limit); over it, "
+                 "the cell is recorded as hung like a stall")
+      ->check(CLI::Range(0.1, 1e7));
+  app.add_option("--inject-hang", opt.inject_hang,
+                 "TESTING ONLY: cells matching this --filter expression hang after step 3 (a planted hang for the "
+                 "watchdog's test; recorded in the manifest)");
   std::string export_dir;
   app.add_option("--export-reference", export_dir,
                  "write the one cell --filter selects (weights, batches, mpbench's logits, gradients and losses) "
                  "to DIR for scripts/torch_reference.py (docs/REFERENCE.md), on the CPU, and exit")
       ->type_name("DIR");
+  mpb::remember_command_line(argc, argv);  // the watchdog restarts the runner with it
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -101,7 +101,7 @@ std::vector<StaleMove> sweep_result_dir(const fs::path& dir, const std::vector<C
   };
 
   std::set<std::string> finished;  // ids whose cells/ file is the current cell's
-  for (const std::string sub : {"cells", "partial"}) {
+  for (const std::string sub : {"cells", "partial", "failed"}) {
     if (!fs::is_directory(dir / sub)) continue;
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(dir / sub))
@@ -129,8 +129,9 @@ std::vector<StaleMove> sweep_result_dir(const fs::path& dir, const std::vector<C
         move_to_stale(f, sub, "cell '" + r->cell_id + "' runs again (no --resume)");
         continue;
       }
-      if (sub == "partial" && finished.count(r->cell_id)) {
-        // A kill between writing the cell and removing its sidecar.
+      if (sub != "cells" && finished.count(r->cell_id)) {
+        // A kill between writing the cell and removing its sidecar, or a
+        // hang record of a cell that has finished since.
         move_to_stale(f, sub, "cell '" + r->cell_id + "' has finished: its cells/ file has every repeat");
         continue;
       }

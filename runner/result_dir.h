@@ -39,15 +39,16 @@ struct StaleMove {
   std::string from, to, reason;  // paths relative to the results directory
 };
 
-// Sorts out what an earlier run left in cells/ and partial/ before this run
+// Sorts out what an earlier run left in cells/, partial/ and failed/ (hung
+// cells, runner/hung_cell.h) before this run
 // writes anything, against `cells` (the experiment's cells as loaded now):
 //  - a file whose cell id is not in the experiment, or whose config_hash
 //    differs from the cell's (the YAML was edited), or that does not parse
 //    (a `.tmp` a kill left behind included): moved to stale/<time>/;
 //  - the file of a cell in `running` when `earlier` is Replace: moved too,
 //    so that a fresh run never mixes with the run before it;
-//  - a partial/ sidecar of a cell whose cells/ file is current (a kill
-//    between writing the one and removing the other): moved too;
+//  - a partial/ sidecar or failed/ record of a cell whose cells/ file is
+//    current (a kill between writing the one and removing the other): moved too;
 //  - a current cell's file under another name (a slug from an older
 //    runner): renamed to the cell's slug, or moved to stale/ if that exists.
 // Returns every move, in order; stale/<time>/why.txt lists them too.

@@ -10,11 +10,13 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "core/precision.h"
 #include "runner/atomic_file.h"
 #include "runner/ceiling.h"
 #include "runner/device_factory.h"
+#include "runner/hung_cell.h"
 #include "runner/machine_load.h"
 #include "runner/manifest.h"
 #include "runner/result_dir.h"
@@ -142,6 +144,11 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     std::fprintf(stderr, "runner: warning: TESTING: every timed step sleeps %.3g ms (--inject-step-delay-ms); "
                  "these results are not measurements\n", opt.inject_step_delay_ms);
   }
+  if (!opt.inject_hang.empty()) {
+    manifest["testing"]["inject_hang"] = opt.inject_hang;
+    std::fprintf(stderr, "runner: warning: TESTING: cells matching '%s' hang after step 3 (--inject-hang)\n",
+                 opt.inject_hang.c_str());
+  }
   manifest["noise"] = noise;
   const std::string manifest_path = (dir / "manifest.json").string();
   write_file_atomic(manifest_path, manifest.dump(2) + "\n");
@@ -150,12 +157,16 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   // Repeats of a cell that are done while others are not yet: a sidecar that
   // --resume reads, replaced by the cell JSON once the last repeat is done.
   auto partial_path = [&](const Cell& c) { return dir / "partial" / (c.slug + ".json"); };
+  // A cell the watchdog found hung (runner/hung_cell.h): --resume skips it.
+  auto failed_path = [&](const Cell& c) { return dir / "failed" / (c.slug + ".json"); };
   std::map<const Cell*, std::vector<nlohmann::json>> partial;
-  std::set<const Cell*> finished;
+  std::set<const Cell*> finished, hung;
   for (const Cell* c : cells) {
     if (!opt.resume) continue;  // the sweep above moved their earlier files to stale/
     if (matching_json(cell_path(*c), *c)) {
       finished.insert(c);
+    } else if (matching_json(failed_path(*c), *c)) {
+      hung.insert(c);
     } else if (auto p = matching_json(partial_path(*c), *c)) {
       for (const auto& rep : p->at("repeats"))
         if (rep.at("repeat").get<int>() < c->config.repeats) partial[c].push_back(rep);
@@ -211,6 +222,14 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   size_t unit_no = 0;
   int interrupted = 0;
   std::set<const Cell*> said_skipped;
+  // The repeat now training, for the watchdog's thread (set before arm()).
+  std::atomic<const RunUnit*> training{nullptr};
+  Watchdog watchdog(opt.watchdog, [&](const WatchdogReport& r) {
+    const RunUnit* u = training.load();
+    if (!u) return;
+    record_hang_and_restart(failed_path(*u->cell), hung_cell_record(*u->cell, u->repeat, r));
+    std::_Exit(kExitFailure);  // exec failed; the training thread is stuck, so end here
+  });
   try {
     for (size_t ri = 0; ri < plan.rounds.size(); ++ri) {
       LoadSampler load;
@@ -223,10 +242,12 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         auto& reps = partial[&cell];
         const bool have = std::any_of(reps.begin(), reps.end(),
                                       [&](const nlohmann::json& r) { return r.at("repeat") == unit.repeat; });
-        if (finished.count(&cell) || have) {
+        if (finished.count(&cell) || hung.count(&cell) || have) {
           if (!opt.quiet && said_skipped.insert(&cell).second)
             std::fprintf(stderr, "[%zu/%zu] %s: %s earlier, skipped (--resume)\n", unit_no, units, cell.id.c_str(),
-                         finished.count(&cell) ? "finished" : "some repeats finished");
+                         finished.count(&cell) ? "finished"
+                         : hung.count(&cell)   ? "hung (failed/" "*.json; rerun without --resume to retry)"
+                                               : "some repeats finished");
           steps_done += cfg.steps;
           continue;
         }
@@ -246,6 +267,14 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         const int r = unit.repeat;
         const std::string started = utc_now_iso8601();
         const double started_s = since_start();
+        // Watched from here to the last step: set-up (device, data, model) included.
+        training = &unit;
+        watchdog.arm("cell " + cell.id + " repeat " + std::to_string(r + 1), cfg.steps);
+        struct Disarm {
+          Watchdog& w;
+          ~Disarm() { w.disarm(); }
+        } disarm{watchdog};
+        const bool plant_hang = !opt.inject_hang.empty() && cell_matches_filter(cell, opt.inject_hang);
         // A fresh device per repeat: peak memory is this run's alone.
         std::unique_ptr<Device> dev = make_device(info.kind);
         std::unique_ptr<Dataset> data = build_dataset(cfg, cfg.seed + r);
@@ -255,6 +284,9 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         train_opt.inject_step_delay_ms = opt.inject_step_delay_ms;
         RunRecord rec = train(*dev, *model, *data, cfg, [&](int step, const RunRecord& rr) {
           if (g_interrupted) throw Interrupted{};
+          watchdog.progress(step);
+          if (plant_hang && step == std::min(3, cfg.steps))
+            for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // deaf to Ctrl-C, as a real hang is
           steps_done += 1;
           if (opt.quiet || (!tty && step % every != 0 && step != cfg.steps)) return;
           const double eta = since_start() / steps_done * (steps_total - steps_done);
@@ -319,6 +351,11 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   }
   std::vector<nlohmann::json> written = finalize();
   if (fs::is_empty(dir / "partial")) fs::remove(dir / "partial");
+  // Cells the watchdog found hung, in this run or (with --resume) an earlier one.
+  nlohmann::json failed_cells = nlohmann::json::array();
+  for (const Cell& c : exp.cells)
+    if (auto f = matching_json(failed_path(c), c)) failed_cells.push_back(*f);
+  manifest["failed_cells"] = failed_cells;
   if (interrupted) {
     write_file_atomic(manifest_path, manifest.dump(2) + "\n");
     return kExitInterrupted;
@@ -331,6 +368,11 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     for (const auto& w : manifest["noise"]["warnings"]) std::printf("warning: %s\n", w.get<std::string>().c_str());
     std::printf("\nresults: %s\n", dir.string().c_str());
   }
+  for (const auto& f : failed_cells)
+    std::fprintf(stderr, "runner: %s: %s (repeat %d; failed/%s.json)\n", f.at("cell_id").get<std::string>().c_str(),
+                 f.at("reason").get<std::string>().c_str(), f.at("repeat").get<int>() + 1,
+                 cell_slug(f.at("cell_id").get<std::string>()).c_str());
+  if (!failed_cells.empty()) return kExitFailure;
   // A diverged cell is a result (its losses are null, the table says
   // "diverged"), so by default the run succeeded; CI that wants to notice asks.
   std::vector<std::string> diverged;

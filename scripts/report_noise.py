@@ -16,6 +16,12 @@ def report_notes(rs, plots):
     if not rs.finished():
         notes.append("The run has not finished (manifest.json has no 'finished' time): results are partial.")
     missing = rs.missing_cells()
+    failed = {f.get("cell_id"): f for f in (rs.manifest.get("failed_cells") or []) if isinstance(f, dict)}
+    hung = [cid for cid in missing if cid in failed]
+    for cid in hung:  # the runner's watchdog ended them (docs/RESULTS.md, failed/)
+        notes.append(f"Cell {cid} hung and has no results: {failed[cid].get('reason', 'no reason recorded')} "
+                     f"(repeat {int(failed[cid].get('repeat', 0)) + 1}).")
+    missing = [cid for cid in missing if cid not in failed]
     if missing:
         notes.append(f"{len(missing)} planned cell(s) have no results: " + ", ".join(missing))
     if rs.baseline() is None:
