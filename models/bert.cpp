@@ -164,14 +164,28 @@ class Bert final : public StoredParamsModel {
   // twice that). Model FLOPs: checkpointing's recomputed forward is not
   // counted (the MFU convention), so GFLOP/s compare across policies.
   double train_flops_per_sample() const override {
-    const double T = T_, C = C_, F = F_, V = V_;
-    const double per_layer = 2 * T * C * 3 * C /*QKV*/ + 2 * T * T * C /*q.k^T*/ + 2 * T * T * C /*p.v*/ +
-                             2 * T * C * C /*output dense*/ + 2 * 2 * T * C * F /*FFN*/;
+    const double T = T_, C = C_, V = V_;
     const double head = 2 * T * C * C /*transform*/ + 2 * T * C * V /*tied decoder*/;
-    return 3.0 * (L_ * per_layer + head);
+    return 3.0 * (L_ * layer_forward_flops() + head);
+  }
+
+  // backward() recomputes the forward of every segment but the last one
+  // (BertActivations::recompute_from), once.
+  double recompute_flops_per_sample() const override {
+    if (!ckpt_) return 0.0;
+    const int segments = (L_ + seg_ - 1) / seg_;
+    const int last_segment_layers = L_ - (segments - 1) * seg_;
+    return double(L_ - last_segment_layers) * layer_forward_flops();
   }
 
  private:
+  // Forward GEMM FLOPs of one encoder layer for one sequence.
+  double layer_forward_flops() const {
+    const double T = T_, C = C_, F = F_;
+    return 2 * T * C * 3 * C /*QKV*/ + 2 * T * T * C /*q.k^T*/ + 2 * T * T * C /*p.v*/ + 2 * T * C * C /*output dense*/ +
+           2 * 2 * T * C * F /*FFN*/;
+  }
+
   // Views of the first b sequences.
   Tensor nc(const Tensor& t, int64_t b) const { return first_view(t, Shape{b * T_, C_}); }
   Tensor nf(const Tensor& t, int64_t b) const { return first_view(t, Shape{b * T_, F_}); }

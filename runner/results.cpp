@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "runner/stats.h"
+#include "runner/utilization.h"
 
 namespace mpb {
 
@@ -130,6 +131,7 @@ nlohmann::json repeat_result_json(int r, uint64_t seed, const RunRecord& rec, co
   j["peak_memory_bytes"] = memory_json(rec.memory);
   j["probed"] = rec.probed;
   j["flops_per_step"] = rec.flops_per_step;
+  j["recompute_flops_per_step"] = rec.recompute_flops_per_step;
   if (cfg.numerics_every > 0) j["numerics"] = numerics_json(rec, cfg.numerics_every, cfg.warmup_steps);
   return j;
 }
@@ -202,6 +204,14 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   s["gflops"] = gflops;
   s["ceiling_gflops"] = ctx.ceiling_gflops;
   s["ceiling_fraction"] = ctx.ceiling_gflops > 0 ? nlohmann::json(gflops / ctx.ceiling_gflops) : nlohmann::json(nullptr);
+  UtilizationInputs u;
+  u.device = ctx.device;
+  u.gemm = ctx.policy.gemm;
+  u.model_flops_per_step = j["flops_per_step"].get<double>();
+  u.recompute_flops_per_step = repeats.empty() ? 0.0 : repeats[0].value("recompute_flops_per_step", 0.0);
+  u.median_step_ms = med;
+  u.ceiling_gflops = ctx.ceiling_gflops;
+  s["utilization"] = utilization_json(u);
   for (auto& [k, v] : peak.items()) v = static_cast<size_t>(v.get<double>());
   s["peak_memory_bytes"] = peak;
   s["final_loss"] = mean(final_losses);

@@ -87,6 +87,12 @@ void print_table(const std::vector<nlohmann::json>& cells) {
                 note.empty() ? "" : "  ", note.c_str());
   }
   for (const std::string& n : noisy) std::printf("noisy: %s\n", n.c_str());
+  for (const auto& c : cells) {
+    const nlohmann::json& u = c.at("summary").value("utilization", nlohmann::json());
+    if (u.is_object() && u.value("warning", nlohmann::json()).is_string())
+      std::printf("warning: %s: %s\n", c.at("cell_id").get<std::string>().c_str(),
+                  u.at("warning").get<std::string>().c_str());
+  }
 }
 
 std::string load_warning(const std::string& when, const LoadWindow& w) {

@@ -42,6 +42,10 @@ def report_notes(rs, plots):
     for (precision, how), ids in emulated.items():
         notes.append(f"{precision} is emulated on this device ({how}) in {len(ids)} cell(s): its throughput "
                      "measures the emulation, not hardware support for that precision. Cells: " + "; ".join(ids))
+    for c in display_order(rs):
+        util = c.summary.get("utilization")
+        if isinstance(util, dict) and isinstance(util.get("warning"), str):
+            notes.append(f"{c.cell_id}: {util['warning']}.")
     noise = rs.noise()
     if (noise and noise.busy) or rs.noisy_cells():
         notes.append("The machine was busy during the run or some cells' step times were noisy: see Noise.")

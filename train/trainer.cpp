@@ -28,6 +28,7 @@ Trainer::Trainer(Device& dev, Model& model, const Dataset& data, const CellConfi
   y_ = dev.alloc(Shape{model.micro_batch() * data.labels_per_sample()}, DType::I32, MemCategory::Activations);
   timer_ = dev.make_timer();
   rec_.flops_per_step = model.train_flops_per_sample() * double(cfg.batch_size);
+  rec_.recompute_flops_per_step = model.recompute_flops_per_sample() * double(cfg.batch_size);
 }
 
 Trainer::~Trainer() { model_.set_probe({}); }

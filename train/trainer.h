@@ -44,7 +44,8 @@ struct RunRecord {
   std::vector<EvalPoint> evals;
   std::vector<NumericsSample> numerics;
   MemorySnapshot memory;  // peaks over the whole run
-  double flops_per_step = 0.0;
+  double flops_per_step = 0.0;            // model FLOPs (MFU)
+  double recompute_flops_per_step = 0.0;  // checkpointing's second forward (HFU adds it)
 };
 
 // Testing aids that are not part of a cell's configuration (not in its JSON

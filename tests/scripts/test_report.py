@@ -166,6 +166,16 @@ class ReportOutputs(TempDirTest):
         self.assertExit(proc, 2)
         self.assertIn(missing, proc.stderr)
 
+    def test_hidden_tf32_warning_is_a_note(self):
+        results = self.make_set("tf32")
+        cell_id = all_cell_ids(results)[0]
+        warning = "an fp32 cell ran at 40.0 TFLOP/s on A100, whose fp32 peak is 19.5: its GEMMs are not fp32"
+        edit_cell(results, cell_id, lambda c: c["summary"].update(utilization={"warning": warning}))
+        proc = run_script("report.py", results)
+        self.assertExit(proc, 0)
+        with open(os.path.join(results, "report", "report.md"), encoding="utf-8") as f:
+            self.assertIn(warning, f.read())
+
     def test_cell_with_another_config_hash_than_the_manifest_is_refused(self):
         # Issue 13 D4(b): steps 10 -> 12, an interrupted resume: one cell ran
         # with the old config. The set must not be shown as one experiment.
