@@ -151,6 +151,7 @@ struct DeviceInfo {
   std::optional<std::string> compute_capability;
   size_t memory_bytes = 0;
   std::vector<std::pair<std::string, std::string>> versions;  // library -> version
+  std::string pci_bus_id;  // CUDA: "00000000:3B:00.0", how NVML names the same GPU; empty on the CPU
 };
 
 // The Device. Every public op is non-virtual: it checks its arguments

@@ -212,6 +212,17 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   u.median_step_ms = med;
   u.ceiling_gflops = ctx.ceiling_gflops;
   s["utilization"] = utilization_json(u);
+  // Throttling in any repeat (GPU telemetry): flagged, the samples all kept.
+  nlohmann::json throttled = nullptr, reasons = nlohmann::json::array();
+  for (const auto& rep : repeats) {
+    const nlohmann::json& t = rep.value("gpu_telemetry", nlohmann::json());
+    if (!t.is_object()) continue;
+    throttled = (throttled.is_boolean() && throttled.get<bool>()) || t.at("throttled").get<bool>();
+    for (const auto& name : t.at("throttle_reasons"))
+      if (std::find(reasons.begin(), reasons.end(), name) == reasons.end()) reasons.push_back(name);
+  }
+  s["throttled"] = throttled;  // null: no telemetry (CPU, or no NVML)
+  s["throttle_reasons"] = reasons;
   for (auto& [k, v] : peak.items()) v = static_cast<size_t>(v.get<double>());
   s["peak_memory_bytes"] = peak;
   s["final_loss"] = mean(final_losses);

@@ -16,6 +16,7 @@
 #include "runner/atomic_file.h"
 #include "runner/ceiling.h"
 #include "runner/device_factory.h"
+#include "runner/gpu_telemetry.h"
 #include "runner/hung_cell.h"
 #include "runner/machine_load.h"
 #include "runner/manifest.h"
@@ -85,6 +86,13 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   std::unique_ptr<Device> probe = make_device(kind, &notice);  // DeviceError -> caller
   if (!notice.empty()) std::fprintf(stderr, "runner: %s\n", notice.c_str());
   const DeviceInfo info = probe->info();
+  // Clocks, power and throttling of the GPU during every repeat (NVML, when the driver has it).
+  std::string telemetry_why = "the CPU device has no GPU telemetry";
+  std::unique_ptr<GpuTelemetry> telemetry;
+  if (info.kind == "cuda") {
+    telemetry = GpuTelemetry::open(info.pci_bus_id, &telemetry_why);
+    if (!telemetry) std::fprintf(stderr, "runner: warning: no GPU telemetry: %s\n", telemetry_why.c_str());
+  }
 
   // What the models say about their cells before anything runs (BERT: GEMM
   // dimensions tensor cores dislike, and similar), once per distinct message.
@@ -282,6 +290,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         const int every = std::max(1, cfg.steps / 5);
         TrainOptions train_opt;
         train_opt.inject_step_delay_ms = opt.inject_step_delay_ms;
+        if (telemetry) telemetry->begin();
         RunRecord rec = train(*dev, *model, *data, cfg, [&](int step, const RunRecord& rr) {
           if (g_interrupted) throw Interrupted{};
           watchdog.progress(step);
@@ -297,6 +306,8 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         }, train_opt);
         if (tty && !opt.quiet) std::fprintf(stderr, "\n");
         nlohmann::json rep = repeat_result_json(r, cfg.seed + r, rec, cfg);
+        rep["gpu_telemetry"] = telemetry ? telemetry->end() : nlohmann::json(nullptr);
+        if (!telemetry) rep["gpu_telemetry_why"] = telemetry_why;
         rep["order"] = run_order_name(plan.order);
         rep["round"] = int(ri);  // manifest order.rounds[round][position] is this repeat
         rep["position"] = int(pos);

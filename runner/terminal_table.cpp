@@ -73,6 +73,8 @@ void print_table(const std::vector<nlohmann::json>& cells) {
     // A diverged cell (NaN loss) is a result, not an error: say so.
     char eval[32] = "diverged";
     if (!cell_diverged(c)) std::snprintf(eval, sizeof eval, "%.4f", s.at("eval_loss").get<double>());
+    if (s.value("throttled", nlohmann::json()).is_boolean() && s.at("throttled").get<bool>())
+      note += note.empty() ? "(throttled)" : " (throttled)";
     const nlohmann::json& noise = s.value("noise", nlohmann::json());
     if (noise.is_object() && noise.at("noisy").get<bool>()) {
       note += note.empty() ? "(noisy)" : " (noisy)";

@@ -42,6 +42,12 @@ def report_notes(rs, plots):
     for (precision, how), ids in emulated.items():
         notes.append(f"{precision} is emulated on this device ({how}) in {len(ids)} cell(s): its throughput "
                      "measures the emulation, not hardware support for that precision. Cells: " + "; ".join(ids))
+    throttled = [c for c in display_order(rs) if c.summary.get("throttled") is True]
+    if throttled:
+        names = "; ".join(f"{c.cell_id} ({', '.join(c.summary.get('throttle_reasons') or []) or 'reason not given'})"
+                          for c in throttled)
+        notes.append(f"The GPU throttled its clocks during {len(throttled)} cell(s) (NVML; every sample kept, "
+                     f"see repeats[].gpu_telemetry): their speed is lower than the GPU can sustain. Cells: {names}")
     for c in display_order(rs):
         util = c.summary.get("utilization")
         if isinstance(util, dict) and isinstance(util.get("warning"), str):

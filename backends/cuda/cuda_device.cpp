@@ -152,6 +152,10 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     info_.cores = sm_count_;
     info_.compute_capability = std::to_string(cc_major_) + "." + std::to_string(cc_minor_);
     info_.memory_bytes = prop.totalGlobalMem;
+    char bus[32];
+    std::snprintf(bus, sizeof bus, "%08X:%02X:%02X.0", unsigned(prop.pciDomainID), unsigned(prop.pciBusID),
+                  unsigned(prop.pciDeviceID));
+    info_.pci_bus_id = bus;  // NVML's format; CUDA_VISIBLE_DEVICES renumbers devices, bus ids stay
     int runtime = 0, driver = 0;
     MPB_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
     MPB_CUDA_CHECK(cudaDriverGetVersion(&driver));

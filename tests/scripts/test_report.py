@@ -176,6 +176,17 @@ class ReportOutputs(TempDirTest):
         with open(os.path.join(results, "report", "report.md"), encoding="utf-8") as f:
             self.assertIn(warning, f.read())
 
+    def test_throttled_cells_are_a_note(self):
+        results = self.make_set("thr")
+        cell_id = all_cell_ids(results)[1]
+        edit_cell(results, cell_id, lambda c: c["summary"].update(throttled=True, throttle_reasons=["sw_power_cap"]))
+        proc = run_script("report.py", results)
+        self.assertExit(proc, 0)
+        with open(os.path.join(results, "report", "report.md"), encoding="utf-8") as f:
+            md = f.read()
+        self.assertIn("throttled its clocks during 1 cell(s)", md)
+        self.assertIn(f"{cell_id} (sw_power_cap)", md)
+
     def test_cell_with_another_config_hash_than_the_manifest_is_refused(self):
         # Issue 13 D4(b): steps 10 -> 12, an interrupted resume: one cell ran
         # with the old config. The set must not be shown as one experiment.
