@@ -133,7 +133,8 @@ DoctorCheck check_cuda(const std::string& requested) {
   c.status = CheckStatus::Ok;
   std::vector<std::string> notes;
   const CudaGpuInfo& g0 = inv.gpus[0];
-  if (requested != "cpu" && g0.free_bytes && double(g0.memory_bytes - *g0.free_bytes) > kForeignGpuMemoryBytes) {
+  if (requested != "cpu" && g0.free_bytes && *g0.free_bytes <= g0.memory_bytes &&
+      double(g0.memory_bytes - *g0.free_bytes) > kForeignGpuMemoryBytes) {
     c.status = CheckStatus::Warn;
     notes.push_back(human_bytes(double(g0.memory_bytes - *g0.free_bytes)) +
                     " of GPU 0 is in use by other processes (nvidia-smi names them): they may be using its time too");
