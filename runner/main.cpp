@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "runner/config.h"
+#include "runner/doctor.h"
 #include "runner/hung_cell.h"
 #include "runner/reference_export.h"
 #include "runner/result_dir.h"
@@ -20,6 +21,7 @@ void on_sigint(int) { mpb::g_interrupted = true; }
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "doctor") return mpb::run_doctor(argc - 1, argv + 1);
   CLI::App app{"mpbench runner: trains every cell of an experiment matrix and records speed, memory and convergence"};
   std::string file;
   mpb::RunOptions opt;

@@ -10,15 +10,15 @@
 #include <thread>
 
 #include "runner/atomic_file.h"
+#include "runner/build_info.h"
+#include "runner/cpu_clocks.h"
+#include "runner/environment_overrides.h"
 #ifdef MPB_HAVE_CUDA
 #include "backends/cuda/cuda_device.h"
 #endif
 
 #ifndef MPB_VERSION
 #define MPB_VERSION "dev"
-#endif
-#ifndef MPB_GIT_COMMIT
-#define MPB_GIT_COMMIT "unknown"
 #endif
 #ifndef MPB_YAML_CPP_VERSION
 #define MPB_YAML_CPP_VERSION "unknown"
@@ -84,6 +84,9 @@ nlohmann::json machine_json() {
   m["os"] = os_pretty_name();
   utsname u{};
   m["kernel"] = uname(&u) == 0 ? std::string(u.release) : "unknown";
+  // A snapshot when the run starts (the clock under load is another matter;
+  // a governor other than "performance" lets it ramp during the run).
+  m["cpu_clocks"] = read_cpu_clocks().to_json();
   return m;
 }
 
@@ -120,9 +123,12 @@ nlohmann::json build_manifest(const ExperimentConfig& exp, const DeviceInfo& dev
   m["started"] = utc_now_iso8601();
   m["finished"] = nullptr;
   m["mpbench_version"] = MPB_VERSION;
-  m["git_commit"] = MPB_GIT_COMMIT;
+  m["git_commit"] = git_commit();
+  m["git"] = git_json();
   m["machine"] = machine_json();
   m["compiler"] = MPB_COMPILER;
+  m["build"] = build_json();
+  m["environment"] = overrides_json(find_overrides(process_environment()));
   m["libraries"] = libraries_json(dev);
   nlohmann::json d;
   d["kind"] = dev.kind;

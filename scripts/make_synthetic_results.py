@@ -454,6 +454,22 @@ def load_window(rng, busy_fraction, round_=None):
     return window if round_ is None else dict({"round": round_}, **window)
 
 
+def environment_fields(profile):
+    """The manifest's build and environment record (issue 18) as the runner writes it."""
+    return {
+        "git": {"commit": "synthetic", "dirty": False, "source": "build", "why": None},
+        "build": {"compiler": "GNU 12.2.0", "type": "Release", "cxx_flags": " -O3 -DNDEBUG",
+                  "options": "MPB_NATIVE=ON MPB_WERROR=OFF MPB_CUDA=" + ("ON" if profile["device"]["kind"] == "cuda"
+                                                                         else "AUTO"),
+                  "why": None,
+                  "compiled_with": {"optimized": True, "ndebug": True, "fast_math": False,
+                                    "isa": ["avx2", "fma", "f16c", "avx512f", "avx512bf16"]}},
+        "environment": {"overrides": {}, "checked": ["NVIDIA_TF32_OVERRIDE", "CUBLAS_WORKSPACE_CONFIG", "CUBLAS_*",
+                                                     "CUBLASLT_*", "CUDNN_*", "CUDA_LAUNCH_BLOCKING",
+                                                     "ONEDNN_*", "OMP_NUM_THREADS"]},
+    }
+
+
 def make_result_set(out_dir, *, experiment="synthetic", machine="cpu", repeats=5, steps=60, seed=1,
                     noise_seed=100, noise=0.01, throughput_factor=None, numerics=True,
                     matrix=None, include=None, baseline=None, order="interleaved", busy_rounds=None,
@@ -562,6 +578,10 @@ def make_result_set(out_dir, *, experiment="synthetic", machine="cpu", repeats=5
         "cells": ids,
     }
     if not legacy:
+        manifest.update(environment_fields(profile))
+        manifest["machine"]["cpu_clocks"] = {
+            "governor": "performance", "governors": {"performance": 16}, "mhz": 3500.0, "mhz_min": 3490.0,
+            "mhz_max": 3510.0, "mhz_source": "cpufreq scaling_cur_freq", "why": None}
         manifest["cell_config_hashes"] = {c["cell_id"]: c["config_hash"] for c in cells}
         load = rng_for(noise_seed, "load")
         rounds = [load_window(load, busy_rounds.get(ri, 0.0), ri) for ri in range(len(plan))]
