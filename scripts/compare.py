@@ -298,6 +298,11 @@ def compare_sets(base, new, opts):
     spreads = repeat_spreads(pairs)
     comparison.spreads = spreads
     for cell, other in pairs:
+        for role, c in (("BASE", cell), ("NEW", other)):
+            if c.summary.get("throttled") is True:  # GPU telemetry (NVML); the samples are all in the cell
+                reasons = ", ".join(c.summary.get("throttle_reasons") or []) or "reason not given"
+                comparison.warnings.append(f"{c.cell_id}: the GPU throttled its clocks in {role} ({reasons}): "
+                                           "a timing change may be power or heat, not the code")
         if cell.config_hash and other.config_hash and cell.config_hash != other.config_hash:
             comparison.warnings.append(f"{cell.cell_id}: configuration differs (config_hash "
                                        f"{cell.config_hash} vs {other.config_hash}); comparing anyway")

@@ -159,6 +159,14 @@ class CompareCellSets(TempDirTest):
         self.assertExit(proc, 1)
         self.assertIn("REGRESSED: base throughput", proc.stdout)
 
+    def test_throttled_cells_are_warned_about(self):
+        base = self.make_set("base")
+        new = self.make_set("new")
+        edit_cell(new, SLOW_CELL, lambda d: d["summary"].update(throttled=True, throttle_reasons=["hw_thermal_slowdown"]))
+        proc = run_script("compare.py", base, new)
+        self.assertExit(proc, 0)
+        self.assertIn(f"{SLOW_CELL}: the GPU throttled its clocks in NEW (hw_thermal_slowdown)", proc.stdout)
+
     def test_changed_config_is_warned_about(self):
         base = self.make_set("base")
         new = self.make_set("new")
