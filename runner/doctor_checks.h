@@ -18,6 +18,9 @@
 
 namespace mpb::doctor {
 
+// printf-formats one number: fmt("%.1f GiB", 3.25) -> "3.2 GiB" (the checks' findings).
+std::string fmt(const char* format, double v);
+
 // ---- machine (doctor_system.cpp) ----
 DoctorCheck check_build();
 DoctorCheck check_cpu_governor(const CpuClocks& c);

@@ -20,12 +20,6 @@ namespace mpb::doctor {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 DoctorCheck make(const std::string& name, CheckStatus s, std::string finding, std::string meaning = "") {
   DoctorCheck c;
   c.name = name;
@@ -36,6 +30,12 @@ DoctorCheck make(const std::string& name, CheckStatus s, std::string finding, st
 }
 
 }  // namespace
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
 
 DoctorCheck check_build() {
   const nlohmann::json git = git_json(), build = build_json();

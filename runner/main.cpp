@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <tuple>
 
 #include "core/device.h"
 #include "runner/config.h"
@@ -50,15 +51,17 @@ int main(int argc, char** argv) {
   app.add_flag("--fail-on-divergence", opt.fail_on_divergence,
                "exit 3 when a cell diverged (a non-finite final or eval loss); by default divergence is a "
                "result, shown in the table, and the exit code is 0");
-  app.add_option("--stall-timeout", opt.watchdog.stall_s,
-                 "seconds without a completed step after which a repeat counts as hung (default: automatic, 20x "
-                 "the median step so far, at least 60 s; 600 s before the first step). A hung cell is recorded in "
-                 "failed/ and the runner restarts itself (--resume) to run the other cells; the exit code is 1")
-      ->check(CLI::Range(0.1, 1e7));
-  app.add_option("--cell-timeout", opt.watchdog.repeat_s,
-                 "seconds one repeat of a cell may take at most, set-up included (default: no limit); over it, "
-                 "the cell is recorded as hung like a stall")
-      ->check(CLI::Range(0.1, 1e7));
+  // The watchdog's limits (runner/watchdog.h), in seconds.
+  for (const auto& [name, seconds, help] : {
+           std::tuple<const char*, double*, const char*>{
+               "--stall-timeout", &opt.watchdog.stall_s,
+               "seconds without a completed step after which a repeat counts as hung (default: automatic, 20x the "
+               "median step so far, at least 60 s; 600 s before the first step). A hung cell is recorded in failed/ "
+               "and the runner restarts itself (--resume) to run the other cells; the exit code is 1"},
+           {"--cell-timeout", &opt.watchdog.repeat_s,
+            "seconds one repeat of a cell may take at most, set-up included (default: no limit); over it, the cell "
+            "is recorded as hung like a stall"}})
+    app.add_option(name, *seconds, help)->check(CLI::Range(0.1, 1e7));
   app.add_option("--inject-hang", opt.inject_hang,
                  "TESTING ONLY: cells matching this --filter expression hang after step 3 (a planted hang for the "
                  "watchdog's test; recorded in the manifest)");

@@ -28,13 +28,23 @@ bool wait_for(const std::atomic<int>& flag, std::chrono::milliseconds limit) {
   return flag.load() != 0;
 }
 
-TEST(Watchdog, FiresOnceWhenNoStepCompletesInTime) {
+// A handler that counts its calls and keeps the last report.
+struct Recorder {
   std::atomic<int> fired{0};
   WatchdogReport seen;
-  Watchdog dog({0.2, 0.0}, [&](const WatchdogReport& r) {
-    seen = r;
-    fired.fetch_add(1);
-  });
+  Watchdog::Handler handler() {
+    return [this](const WatchdogReport& r) {
+      seen = r;
+      fired.fetch_add(1);
+    };
+  }
+};
+
+TEST(Watchdog, FiresOnceWhenNoStepCompletesInTime) {
+  Recorder rec;
+  std::atomic<int>& fired = rec.fired;
+  const WatchdogReport& seen = rec.seen;
+  Watchdog dog({0.2, 0.0}, rec.handler());
   dog.arm("cell x repeat 1", 10);
   dog.progress(1);
   dog.progress(2);
@@ -62,12 +72,10 @@ TEST(Watchdog, StaysQuietWhileStepsComplete_AndWhenDisarmed) {
 }
 
 TEST(Watchdog, RepeatLimitFiresEvenWithProgress) {
-  std::atomic<int> fired{0};
-  WatchdogReport seen;
-  Watchdog dog({60.0, 0.3}, [&](const WatchdogReport& r) {
-    seen = r;
-    fired.fetch_add(1);
-  });
+  Recorder rec;
+  std::atomic<int>& fired = rec.fired;
+  const WatchdogReport& seen = rec.seen;
+  Watchdog dog({60.0, 0.3}, rec.handler());
   dog.arm("cell x repeat 1", 1000);
   for (int s = 1; s <= 2000 && fired.load() == 0; ++s) {
     dog.progress(s);
