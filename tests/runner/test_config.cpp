@@ -232,7 +232,31 @@ TEST(ConfigErrors, InvalidName) {
       {"name: ..\n", 1, 7, "name", "invalid name '..'"},
       {"name: \"\"\n", 1, 7, "name", "invalid name ''"},
       {"name: [a]\n", 1, 7, "name", "expected a name, got a list"},
+      // It names a directory: bounded (issue 13, D6).
+      {"name: " + std::string(300, 'a') + "\n", 1, 7, "name", "the name has 300 characters; at most 100"},
+      {"name: " + std::string(101, 'a') + "\n", 1, 7, "name", "the name has 101 characters"},
   });
+  EXPECT_EQ(load("name: " + std::string(100, 'a') + "\n").name, std::string(100, 'a'));
+}
+
+TEST(ConfigErrors, FileLargerThanOneMebibyte) {
+  // A comment line is valid YAML; only the size is wrong.
+  std::string yaml = "name: x\n";
+  while (yaml.size() <= (size_t{1} << 20)) yaml += "# " + std::string(77, '.') + "\n";
+  const ConfigError e = error_of(yaml);
+  EXPECT_EQ(e.line(), 0) << e.what();
+  EXPECT_NE(e.message().find("limited to 1048576 bytes (1 MiB)"), std::string::npos) << e.what();
+
+  const std::string path = ::testing::TempDir() + "mpb_big_config.yaml";
+  std::ofstream(path) << yaml;
+  try {
+    load_experiment(path);
+    ADD_FAILURE() << "a file over 1 MiB loaded";
+  } catch (const ConfigError& file_error) {
+    EXPECT_NE(std::string(file_error.what()).find("larger than 1048576 bytes"), std::string::npos)
+        << file_error.what();
+  }
+  std::remove(path.c_str());
 }
 
 TEST(ConfigErrors, DuplicateKey) {
