@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,8 +66,16 @@ struct BertConfig {
 // std::invalid_argument for any other name.
 BertConfig bert_preset(const std::string& size);
 
-// Throws std::invalid_argument when the config can't be built (hidden not
-// divisible by heads, checkpoint_k < 1 for every_k, ...).
+// A rule of the model that a config breaks: the BertConfig fields involved
+// ("hidden", "heads", ...) and what is wrong.
+struct BertProblem {
+  std::vector<std::string> fields;
+  std::string message;
+};
+// The first rule `cfg` breaks (hidden not divisible by heads, checkpoint_k < 1
+// for every_k, ...), or nullopt when it can be built.
+std::optional<BertProblem> check_bert(const BertConfig& cfg);
+// Throws std::invalid_argument "bert: <message>" for check_bert's problem.
 void validate_bert(const BertConfig& cfg);
 
 // Layers per checkpoint segment: `layers` when checkpointing is off (one

@@ -15,6 +15,7 @@
 #include "core/strings.h"
 #include "runner/config.h"
 #include "runner/config_limits.h"
+#include "train/cell_limits.h"
 
 namespace mpb {
 
@@ -232,7 +233,7 @@ class Expansion {
   std::vector<Draft> product() const;
   Draft make_cell(const std::vector<const Assignment*>& assignments, const Origin& origin) const;
   void check_duplicates(const std::vector<Draft>& drafts) const;
-  void check_cell(const Draft& draft, bool reject_unsupported) const;
+  void check_cell(const Draft& draft, const LoadOptions& options) const;
   size_t find_baseline(const std::vector<Draft>& drafts) const;
 
   [[noreturn]] void fail(const Where& where, const std::string& path,
@@ -319,11 +320,14 @@ void Expansion::check_duplicates(const std::vector<Draft>& drafts) const {
   }
 }
 
-// The schema's per-cell checks, pointed at the value most specific to this cell
-// among the problem's keys: one the matrix or an include set, else one the base
-// set, else (defaults only) no position.
-void Expansion::check_cell(const Draft& draft, bool reject_unsupported) const {
-  const auto problem = check_cell_config(draft.cell.config, reject_unsupported);
+// The schema's per-cell checks, then the model's and the data's own rules and
+// the files the cell reads (train/cell_limits.h), pointed at the value most
+// specific to this cell among the problem's keys: one the matrix or an include
+// set, else one the base set, else (defaults only) no position.
+void Expansion::check_cell(const Draft& draft, const LoadOptions& options) const {
+  auto problem = check_cell_config(draft.cell.config, options.reject_unsupported);
+  if (!problem) problem = check_cell_model(draft.cell.config);
+  if (!problem && options.check_files) problem = check_cell_files(draft.cell.config);
   if (!problem) return;
   if (problem->unsupported) {  // at the value itself, as a value error
     const Origin* origin = find_origin(draft, problem->keys.front());
@@ -414,7 +418,7 @@ std::vector<Cell> expand_matrix(const std::string& file, const MatrixSpec& spec,
     expansion.fail(spec.exclude_at, "exclude", "the matrix expands to zero cells after excludes");
   }
   expansion.check_duplicates(drafts);
-  for (const auto& draft : drafts) expansion.check_cell(draft, options.reject_unsupported);
+  for (const auto& draft : drafts) expansion.check_cell(draft, options);
 
   const size_t baseline = expansion.find_baseline(drafts);
   drafts[baseline].cell.is_baseline = true;
