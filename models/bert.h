@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "core/precision.h"
+#include "models/memory_estimate.h"
 #include "models/model.h"
 #include "models/options.h"
 
@@ -97,5 +98,10 @@ std::vector<std::string> bert_warnings(const BertConfig& cfg, int64_t micro_batc
 // site), so a run is reproducible; eval_micro runs without dropout.
 std::unique_ptr<Model> make_bert(Device& dev, const BertConfig& cfg, const PrecisionPolicy& policy,
                                  int64_t micro_batch, uint64_t seed);
+
+// What make_bert allocates (models/memory_estimate.h): the parameter store of
+// BertParams, the activation buffers of BertActivations for the config's
+// checkpointing, GEMM conversion workspace. For a config check_bert accepts.
+MemoryEstimate estimate_bert_memory(const BertConfig& cfg, const PrecisionPolicy& policy, double micro_batch);
 
 }  // namespace mpb

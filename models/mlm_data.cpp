@@ -184,4 +184,13 @@ HostBatch MlmData::eval_batch(int64_t offset, int64_t size) const {
   return b;
 }
 
+// Mirrors synthetic() (zipf_cdf_, succ_), from_text() (text_) and
+// append_sample() (ids, mask, y per sequence): keep them together.
+MemoryEstimate MlmData::estimate_memory(int tokens, double text_bytes, int seq_len, double batch, double micro) {
+  MemoryEstimate e;
+  e.host = double(tokens) * (8 + kSuccessors * 4) + text_bytes;
+  e.host += (batch + micro) * double(seq_len) * 3 * 4;
+  return e;
+}
+
 }  // namespace mpb

@@ -35,6 +35,7 @@
 
 #include "core/rng.h"
 #include "models/dataset.h"
+#include "models/memory_estimate.h"
 
 namespace mpb {
 
@@ -59,6 +60,11 @@ class MlmData final : public Dataset {
   // Why from_text would refuse `path` for seq_len (missing, not a regular
   // file, unreadable, too short), checked without reading it; nullopt: fine.
   static std::optional<std::string> text_file_problem(const std::string& path, int seq_len);
+
+  // Host memory of a corpus and its batches: the Markov chain's tables
+  // (`tokens` entries) or the text (`text_bytes`), one training batch of
+  // `batch` sequences and one evaluation chunk of `micro`.
+  static MemoryEstimate estimate_memory(int tokens, double text_bytes, int seq_len, double batch, double micro);
 
   HostBatch train_batch(int64_t step, int64_t size) const override;
   HostBatch eval_batch(int64_t offset, int64_t size) const override;

@@ -7,7 +7,10 @@
 
 #include "models/bert.h"
 #include "models/mlm_data.h"
+#include "models/mlp.h"
+#include "models/teacher_data.h"
 #include "train/cell_factory.h"
+#include "train/trainer.h"
 
 namespace mpb {
 
@@ -65,6 +68,38 @@ std::optional<CellProblem> check_cell_files(const CellConfig& cfg) {
     where = " (relative to the current directory, " + std::filesystem::current_path(ec).string() + ")";
   }
   return CellProblem{{"data.path", "model.seq_len"}, "data.path: " + *problem + where};
+}
+
+MemoryEstimate estimate_cell_memory(const CellConfig& cfg) {
+  const double batch = cfg.batch_size, micro = batch / cfg.accumulation;
+  MemoryEstimate e;
+  int labels_per_sample = 1;
+  switch (cfg.model.kind) {
+    case ModelKind::Mlp:
+      e = estimate_mlp_memory(mlp_config(cfg), cfg.policy, micro);
+      break;
+    case ModelKind::Bert:
+      e = estimate_bert_memory(bert_config(cfg), cfg.policy, micro);
+      labels_per_sample = cfg.model.seq_len;
+      break;
+  }
+  const DataConfig& d = cfg.data;
+  switch (d.kind) {
+    case DataKind::Teacher:
+      e += estimate_teacher_data_memory(d.input_dim, d.classes, d.teacher_hidden, batch, micro);
+      break;
+    case DataKind::Markov:
+      e += MlmData::estimate_memory(d.vocab - MlmData::kSpecials, 0, cfg.model.seq_len, batch, micro);
+      break;
+    case DataKind::Text: {
+      std::error_code ec;
+      const auto bytes = std::filesystem::file_size(d.path, ec);  // 0 if it can't be read: check_cell_files says so
+      e += MlmData::estimate_memory(0, ec ? 0.0 : double(bytes), cfg.model.seq_len, batch, micro);
+      break;
+    }
+  }
+  e += estimate_trainer_memory(cfg, e.param_count, micro, labels_per_sample);
+  return e;
 }
 
 }  // namespace mpb
