@@ -423,7 +423,12 @@ std::vector<Cell> expand_matrix(const std::string& file, const MatrixSpec& spec,
   const size_t baseline = expansion.find_baseline(drafts);
   drafts[baseline].cell.is_baseline = true;
   std::vector<Cell> cells;
-  for (auto& draft : drafts) cells.push_back(std::move(draft.cell));
+  for (auto& draft : drafts) {
+    for (const auto& [key, o] : draft.origins) {
+      draft.cell.origins[key] = ValueOrigin{o.path, o.where.line, o.where.col, o.per_cell};
+    }
+    cells.push_back(std::move(draft.cell));
+  }
   return cells;
 }
 

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <sstream>
 
+#include "runner/memory_fit.h"
 #include "runner/stats.h"
+#include "train/cell_limits.h"
 
 namespace mpb {
 
@@ -204,6 +206,7 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   s["ceiling_fraction"] = ctx.ceiling_gflops > 0 ? nlohmann::json(gflops / ctx.ceiling_gflops) : nlohmann::json(nullptr);
   for (auto& [k, v] : peak.items()) v = static_cast<size_t>(v.get<double>());
   s["peak_memory_bytes"] = peak;
+  s["estimated_memory_bytes"] = memory_estimate_json(estimate_cell_memory(cfg));  // runner/memory_fit.h
   s["final_loss"] = mean(final_losses);
   s["eval_loss"] = mean(eval_loss);
   s["eval_accuracy"] = mean(eval_acc);
