@@ -18,6 +18,9 @@ struct LoadOptions {
   // false: accept values that unsupported_reason() rejects. For tests, and for whoever
   // implements one of those features before removing its row from the table.
   bool reject_unsupported = true;
+  // false: don't look at the files a configuration names (data.path); for tests
+  // of the configuration alone (check_cell_files, train/cell_limits.h).
+  bool check_files = true;
 };
 
 // Loads, validates and expands. Throws ConfigError.

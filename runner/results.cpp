@@ -4,8 +4,10 @@
 #include <cmath>
 #include <sstream>
 
+#include "runner/memory_fit.h"
 #include "runner/stats.h"
 #include "runner/utilization.h"
+#include "train/cell_limits.h"
 
 namespace mpb {
 
@@ -225,6 +227,7 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   s["throttle_reasons"] = reasons;
   for (auto& [k, v] : peak.items()) v = static_cast<size_t>(v.get<double>());
   s["peak_memory_bytes"] = peak;
+  s["estimated_memory_bytes"] = memory_estimate_json(estimate_cell_memory(cfg));  // runner/memory_fit.h
   s["final_loss"] = mean(final_losses);
   s["eval_loss"] = mean(eval_loss);
   s["eval_accuracy"] = mean(eval_acc);

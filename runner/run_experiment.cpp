@@ -20,6 +20,7 @@
 #include "runner/hung_cell.h"
 #include "runner/machine_load.h"
 #include "runner/manifest.h"
+#include "runner/memory_fit.h"
 #include "runner/result_dir.h"
 #include "runner/results.h"
 #include "runner/terminal_table.h"
@@ -71,6 +72,9 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   for (const Cell& c : exp.cells) all_configs.push_back({{"id", c.id}, {"config", cell_config_to_json(c.config)}});
   const uint64_t seed = opt.order_seed.value_or(std::stoull(config_hash(all_configs), nullptr, 16));
   const RunPlan plan = make_run_plan(cells, opt.order, seed);
+
+  // A cell whose memory estimate can't fit the device fails now, before anything is built or written.
+  if (const int rc = refuse_cells_that_cannot_fit(exp, cells, opt.device.empty() ? exp.device : opt.device)) return rc;
 
   if (opt.dry_run) {
     std::printf("%s: %zu cell(s)%s, %zu repeat(s) in %s order (seed %llu)\n", exp.name.c_str(), cells.size(),

@@ -13,6 +13,7 @@
 #include "core/device.h"
 #include "models/model.h"
 #include "models/dataset.h"
+#include "models/memory_estimate.h"
 #include "config/cell_config.h"
 #include "train/loss_scaler.h"
 
@@ -99,5 +100,12 @@ using StepCallback = std::function<void(int step, const RunRecord&)>;
 // cfg.eval_every steps and at the end.
 RunRecord train(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg,
                 const StepCallback& on_step = {}, const TrainOptions& opt = {});
+
+// What a Trainer for `cfg` allocates beside the model (models/memory_estimate.h):
+// the optimizer state for `param_count` parameters and the labels of one
+// micro-batch on the device; the run record of every step on the host, and
+// the result JSON the runner keeps of each repeat (about 16 bytes per value).
+MemoryEstimate estimate_trainer_memory(const CellConfig& cfg, double param_count, double micro_batch,
+                                       int labels_per_sample);
 
 }  // namespace mpb

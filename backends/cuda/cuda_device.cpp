@@ -230,6 +230,16 @@ void CudaDevice::gemm_impl(const GemmArgs& args) { gemm_->run(args); }
 
 std::string CudaDevice::gemm_support(GemmCompute c) const { return gemm_->support(c); }
 
+std::optional<size_t> CudaDevice::free_memory_bytes() const {
+  // cudaMemGetInfo reports the current device: make it this one.
+  size_t free = 0, total = 0;
+  if (cudaSetDevice(ordinal_) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    cudaGetLastError();  // clear it: the next launch check must not see it
+    return std::nullopt;
+  }
+  return free;
+}
+
 void* CudaDevice::scratch(ScratchSlot slot, size_t bytes) {
   DeviceBuffer& buf = scratch_[static_cast<size_t>(slot)];
   if (buf.bytes() < bytes) {
