@@ -7,6 +7,7 @@
 // ("float16 [4,8]"). Checks only compare numbers: they never read tensor data
 // and never build a string unless they fail.
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -33,6 +34,11 @@ void need_data(const char* op, const char* name, const Tensor& t) {
 void need_float(const char* op, const char* name, const Tensor& t) {
   if (!is_float(t.dtype)) fail(op, std::string(name) + " must be a float tensor, got " + describe(t));
   need_data(op, name, t);
+}
+
+// need_float for each (name, tensor) of an op's float operands, in order.
+void need_floats(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>> operands) {
+  for (const auto& [name, t] : operands) need_float(op, name, *t);
 }
 
 void need_dtype(const char* op, const char* name, const Tensor& t, DType want) {
@@ -231,9 +237,7 @@ void check_attention(const char* op, const Tensor& q, const Tensor& k, const Ten
   need_shape(op, out_name, out, "q", q);
   need_dtype(op, "lse", lse, DType::F32);
   need_numel(op, "lse", lse, B * H * Tq, "fp32 [B,H,Tq]");
-  need_float(op, "q", q);
-  need_float(op, "k", k);
-  need_float(op, "v", v);
+  need_floats(op, {{"q", &q}, {"k", &k}, {"v", &v}});
   need_float(op, out_name, out);
   check_key_valid(op, key_valid, B, Tk);
 }
@@ -326,9 +330,7 @@ void Device::activation_backward(Activation act, const Tensor& din, const Tensor
   const char* op = "activation_backward";
   need_same_numel(op, "dout", dout, "din", din);
   need_same_numel(op, "pre_act", pre_act, "din", din);
-  need_float(op, "din", din);
-  need_float(op, "dout", dout);
-  need_float(op, "pre_act", pre_act);
+  need_floats(op, {{"din", &din}, {"dout", &dout}, {"pre_act", &pre_act}});
   activation_backward_impl(act, din, dout, pre_act);
 }
 
@@ -472,9 +474,7 @@ void Device::softmax_backward(const Tensor& dscores, const Tensor& probs, const 
   if (probs.numel() == 0) fail(op, "probs is empty: " + describe(probs));
   need_shape(op, "dprobs", dprobs, "probs", probs);
   need_shape(op, "dscores", dscores, "probs", probs);
-  need_float(op, "dscores", dscores);
-  need_float(op, "probs", probs);
-  need_float(op, "dprobs", dprobs);
+  need_floats(op, {{"dscores", &dscores}, {"probs", &probs}, {"dprobs", &dprobs}});
   softmax_backward_impl(dscores, probs, dprobs, scale);
 }
 
@@ -493,10 +493,7 @@ void Device::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
   need_shape(op, "dq", dq, "q", q);
   need_shape(op, "dk", dk, "k", k);
   need_shape(op, "dv", dv, "k", k);
-  need_float(op, "dq", dq);
-  need_float(op, "dk", dk);
-  need_float(op, "dv", dv);
-  need_float(op, "dout", dout);
+  need_floats(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}});
   attention_backward_impl(dq, dk, dv, dout, out, lse, q, k, v, key_valid, scale, mask_value);
 }
 

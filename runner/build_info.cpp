@@ -12,6 +12,12 @@
 #ifndef MPB_COMPILER
 #define MPB_COMPILER "unknown"
 #endif
+#ifndef MPB_VERSION
+#define MPB_VERSION "dev"
+#endif
+#ifndef MPB_YAML_CPP_VERSION
+#define MPB_YAML_CPP_VERSION "unknown"
+#endif
 
 namespace mpb {
 
@@ -19,6 +25,10 @@ namespace {
 constexpr const char* kNoProvenance =
     "this build does not record it: CMakeLists.txt does not call mpb_add_provenance (cmake/Provenance.cmake)";
 }  // namespace
+
+std::string mpbench_version() { return MPB_VERSION; }
+std::string compiler_name() { return MPB_COMPILER; }
+std::string yaml_cpp_version() { return MPB_YAML_CPP_VERSION; }
 
 std::string git_commit() {
 #ifdef MPB_HAVE_PROVENANCE

@@ -8,10 +8,17 @@
 // fields only the build can know are null, with the reason in "why".
 #pragma once
 
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 namespace mpb {
 
+// The values CMake passes as compile definitions (CMakeLists.txt), "dev" or
+// "unknown" for a build without them: one place for the fallbacks.
+std::string mpbench_version();
+std::string compiler_name();  // "GNU 12.2.0"
+std::string yaml_cpp_version();
 // {"commit", "dirty": true|false|null, "source", "why"}.
 nlohmann::json git_json();
 // The commit alone (manifest "git_commit", kept for older readers).

@@ -120,20 +120,16 @@ int run_doctor(int argc, char** argv) {
   app.add_option("--out", opt.out_dir, "the results root runs will write to (its free disk space is checked)")
       ->default_val("results");
   app.add_option("--json", opt.json_path, "also write the checks as JSON to FILE")->type_name("FILE");
-  app.add_option("--selftest-seconds", opt.selftest_seconds,
-                 "time budget of the op checks on the device (0: skip them)")
-      ->check(CLI::Range(0.0, 3600.0))
-      ->default_val(10.0);
-  app.add_option("--load-seconds", opt.load_seconds, "how long to watch other processes' CPU use")
-      ->check(CLI::Range(0.05, 60.0))
-      ->default_val(1.0);
-  app.add_option("--gemm-size", opt.gemm_size,
-                 "n of the n x n x n ceiling GEMMs (0: what runs use, 1024 on a CPU, 8192 on a GPU)")
-      ->check(CLI::Range(0, 65536))
-      ->default_val(0);
-  app.add_option("--gemm-reps", opt.gemm_reps, "timed GEMMs per mode (the best counts)")
-      ->check(CLI::Range(1, 100))
-      ->default_val(3);
+  // A number within [lo, hi], `fallback` when not given.
+  const auto bounded = [&app](const char* flag, auto& value, const char* what, auto lo, auto hi, auto fallback) {
+    app.add_option(flag, value, what)->check(CLI::Range(lo, hi))->default_val(fallback);
+  };
+  bounded("--selftest-seconds", opt.selftest_seconds, "time budget of the op checks on the device (0: skip them)",
+          0.0, 3600.0, 10.0);
+  bounded("--load-seconds", opt.load_seconds, "how long to watch other processes' CPU use", 0.05, 60.0, 1.0);
+  bounded("--gemm-size", opt.gemm_size,
+          "n of the n x n x n ceiling GEMMs (0: what runs use, 1024 on a CPU, 8192 on a GPU)", 0, 65536, 0);
+  bounded("--gemm-reps", opt.gemm_reps, "timed GEMMs per mode (the best counts)", 1, 100, 3);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,10 +12,6 @@
 #include "runner/doctor_checks.h"
 #include "runner/terminal_table.h"
 
-#ifndef MPB_VERSION
-#define MPB_VERSION "dev"
-#endif
-
 namespace mpb::doctor {
 
 namespace {
@@ -39,7 +35,7 @@ std::string fmt(const char* format, double v) {
 
 DoctorCheck check_build() {
   const nlohmann::json git = git_json(), build = build_json();
-  std::string finding = std::string("mpbench ") + MPB_VERSION + ", commit " + git["commit"].get<std::string>();
+  std::string finding = "mpbench " + mpbench_version() + ", commit " + git["commit"].get<std::string>();
   if (git["dirty"].is_boolean()) finding += git["dirty"].get<bool>() ? " with uncommitted changes" : " (clean)";
   else finding += " (as of configuring; uncommitted changes not recorded by this build)";
   finding += ", " + build["compiler"].get<std::string>();

@@ -17,16 +17,6 @@
 #include "backends/cuda/cuda_device.h"
 #endif
 
-#ifndef MPB_VERSION
-#define MPB_VERSION "dev"
-#endif
-#ifndef MPB_YAML_CPP_VERSION
-#define MPB_YAML_CPP_VERSION "unknown"
-#endif
-#ifndef MPB_COMPILER
-#define MPB_COMPILER "unknown"
-#endif
-
 namespace mpb {
 
 namespace {
@@ -92,7 +82,7 @@ nlohmann::json machine_json() {
 
 nlohmann::json libraries_json(const DeviceInfo& dev) {
   nlohmann::json l;
-  l["yaml-cpp"] = MPB_YAML_CPP_VERSION;
+  l["yaml-cpp"] = yaml_cpp_version();
   l["nlohmann_json"] = std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." + std::to_string(NLOHMANN_JSON_VERSION_MINOR) +
                        "." + std::to_string(NLOHMANN_JSON_VERSION_PATCH);
   for (const char* k : {"cuda_runtime", "cuda_driver", "cublas", "cudnn"}) l[k] = nullptr;
@@ -122,11 +112,11 @@ nlohmann::json build_manifest(const ExperimentConfig& exp, const DeviceInfo& dev
   m["config_hash"] = config_hash(all);
   m["started"] = utc_now_iso8601();
   m["finished"] = nullptr;
-  m["mpbench_version"] = MPB_VERSION;
+  m["mpbench_version"] = mpbench_version();
   m["git_commit"] = git_commit();
   m["git"] = git_json();
   m["machine"] = machine_json();
-  m["compiler"] = MPB_COMPILER;
+  m["compiler"] = compiler_name();
   m["build"] = build_json();
   m["environment"] = overrides_json(find_overrides(process_environment()));
   m["libraries"] = libraries_json(dev);

@@ -42,20 +42,18 @@ struct Recorder {
 
 TEST(Watchdog, FiresOnceWhenNoStepCompletesInTime) {
   Recorder rec;
-  std::atomic<int>& fired = rec.fired;
-  const WatchdogReport& seen = rec.seen;
   Watchdog dog({0.2, 0.0}, rec.handler());
   dog.arm("cell x repeat 1", 10);
   dog.progress(1);
   dog.progress(2);
-  ASSERT_TRUE(wait_for(fired, 10000ms));
+  ASSERT_TRUE(wait_for(rec.fired, 10000ms));
   std::this_thread::sleep_for(500ms);
-  EXPECT_EQ(fired.load(), 1) << "at most once per arm()";
-  EXPECT_EQ(seen.last_step, 2);
-  EXPECT_EQ(seen.steps, 10);
-  EXPECT_FALSE(seen.repeat_limit);
-  EXPECT_GE(seen.waited_s, 0.2);
-  EXPECT_NE(seen.reason().find("no step completed"), std::string::npos) << seen.reason();
+  EXPECT_EQ(rec.fired.load(), 1) << "at most once per arm()";
+  EXPECT_EQ(rec.seen.last_step, 2);
+  EXPECT_EQ(rec.seen.steps, 10);
+  EXPECT_FALSE(rec.seen.repeat_limit);
+  EXPECT_GE(rec.seen.waited_s, 0.2);
+  EXPECT_NE(rec.seen.reason().find("no step completed"), std::string::npos) << rec.seen.reason();
 }
 
 TEST(Watchdog, StaysQuietWhileStepsComplete_AndWhenDisarmed) {
@@ -73,17 +71,15 @@ TEST(Watchdog, StaysQuietWhileStepsComplete_AndWhenDisarmed) {
 
 TEST(Watchdog, RepeatLimitFiresEvenWithProgress) {
   Recorder rec;
-  std::atomic<int>& fired = rec.fired;
-  const WatchdogReport& seen = rec.seen;
   Watchdog dog({60.0, 0.3}, rec.handler());
   dog.arm("cell x repeat 1", 1000);
-  for (int s = 1; s <= 2000 && fired.load() == 0; ++s) {
+  for (int s = 1; s <= 2000 && rec.fired.load() == 0; ++s) {
     dog.progress(s);
     std::this_thread::sleep_for(5ms);
   }
-  ASSERT_EQ(fired.load(), 1);
-  EXPECT_TRUE(seen.repeat_limit);
-  EXPECT_NE(seen.reason().find("--cell-timeout"), std::string::npos) << seen.reason();
+  ASSERT_EQ(rec.fired.load(), 1);
+  EXPECT_TRUE(rec.seen.repeat_limit);
+  EXPECT_NE(rec.seen.reason().find("--cell-timeout"), std::string::npos) << rec.seen.reason();
 }
 
 }  // namespace
