@@ -18,6 +18,11 @@ struct LoadOptions {
   // false: accept values that unsupported_reason() rejects. For tests, and for whoever
   // implements one of those features before removing its row from the table.
   bool reject_unsupported = true;
+  // The most cells the matrix's Cartesian product may have (before excludes): more is
+  // almost certainly a mistake, and would take days to run. The fuzz target
+  // (tests/fuzz/fuzz_config.cpp) lowers it, to spend its time on the loader's logic
+  // rather than on expanding big, valid matrices.
+  size_t max_cells = 100000;
 };
 
 // Loads, validates and expands. Throws ConfigError.

@@ -150,9 +150,6 @@ std::string config_hash(const nlohmann::json& canonical) {
 
 namespace {
 
-// Cells beyond this are almost certainly a mistake (and would take days to run).
-constexpr size_t kMaxCells = 100000;
-
 std::string describe(const Pattern& pattern) {
   std::vector<std::string> terms;
   for (const auto& [key, value] : pattern) terms.push_back(key + ": " + value);
@@ -182,7 +179,8 @@ const Origin* find_origin(const Draft& draft, const std::string& key) {
 
 class Expansion {
  public:
-  Expansion(const std::string& file, const MatrixSpec& spec) : file_(file), spec_(spec) {}
+  Expansion(const std::string& file, const MatrixSpec& spec, size_t max_cells)
+      : file_(file), spec_(spec), max_cells_(max_cells) {}
 
   std::vector<Draft> product() const;
   Draft make_cell(const std::vector<const Assignment*>& assignments, const Origin& origin) const;
@@ -198,6 +196,7 @@ class Expansion {
  private:
   const std::string& file_;
   const MatrixSpec& spec_;
+  size_t max_cells_;  // LoadOptions::max_cells
 };
 
 // The Cartesian product in the order the axes are written: the first axis varies
@@ -208,9 +207,9 @@ std::vector<Draft> Expansion::product() const {
   size_t count = 1;
   for (const auto& axis : axes) {
     count *= axis.values.size();
-    if (count > kMaxCells) {
+    if (count > max_cells_) {
       fail(axis.values.front().origin.where, "matrix",
-           "the matrix expands to more than " + std::to_string(kMaxCells) + " cells");
+           "the matrix expands to more than " + std::to_string(max_cells_) + " cells");
     }
   }
   std::vector<Draft> drafts;
@@ -324,7 +323,7 @@ size_t Expansion::find_baseline(const std::vector<Draft>& drafts) const {
 
 std::vector<Cell> expand_matrix(const std::string& file, const MatrixSpec& spec,
                                 const LoadOptions& options) {
-  const Expansion expansion(file, spec);
+  const Expansion expansion(file, spec, options.max_cells);
   std::vector<Draft> drafts = expansion.product();
   // Excludes: drop a cell that matches every key of any entry. Includes come after,
   // so they may add back a cell that an exclude dropped.

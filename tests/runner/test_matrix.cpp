@@ -152,6 +152,15 @@ TEST(Matrix, TooManyCells) {
   EXPECT_NE(e.message().find("more than 100000 cells"), std::string::npos) << e.what();
 }
 
+TEST(Matrix, MaxCellsOptionLimitsTheProductBeforeExcludes) {
+  LoadOptions options;
+  options.max_cells = 6;
+  const std::string yaml = "name: m\nmatrix:\n  fusion: [off, on]\n  seed: [1, 2, 3]\n";
+  EXPECT_EQ(load(yaml, options).cells.size(), 6u);
+  expect_error(yaml + "  repeats: [1, 2]\nexclude: [{repeats: 2}]\n", 5, 13, "matrix",
+               "the matrix expands to more than 6 cells", options);
+}
+
 // ---- Exclude ------------------------------------------------------------------------
 
 TEST(Exclude, DropsCellsMatchingEveryKeyOfAnEntry) {
