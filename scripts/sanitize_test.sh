@@ -2,7 +2,7 @@
 # The C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs it after
 # the normal test suite): the CPU backend only (MPB_CUDA=OFF), no benchmarks, built
 # into build-asan with MPB_SANITIZE=ON (cmake/Sanitize.cmake: -O1, every target), then
-# CTest's unit tests (label unit: GoogleTest, the layering check) and
+# CTest's unit tests (label unit: GoogleTest, the fuzz corpus replay, layering) and
 # py.test_resume_mid_round, which runs the sanitized runner binary (interrupt, resume,
 # result files). Left out: test_e2e (it trains the whole quickstart, over 15 minutes
 # under ASan on 2 cores) and the two timing tests (hog, regression gate).
