@@ -15,11 +15,12 @@ if(MPB_SANITIZE)
   if(MPB_HAVE_CUDA)
     message(FATAL_ERROR "MPB_SANITIZE=ON instruments host code only: configure with MPB_CUDA=OFF")
   endif()
-  # -O1 (after the build type's -O3, so it wins): instrumented code at -O3 takes twice as
-  # long to compile, and the sanitizer run is about finding bugs, not speed. -g1: line
-  # tables only, so that reports name file:line without full debug info's cost.
+  # -Og (after the build type's -O3, so it wins): instrumented code compiles in a third
+  # of -O3's time (GCC 12: -O1 half), and the sanitizer run is about finding bugs, not
+  # speed. -g1: line tables only, so that reports name file:line without full debug
+  # info's cost.
   set(MPB_SANITIZE_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
-                         -fno-omit-frame-pointer -O1 -g1)
+                         -fno-omit-frame-pointer -Og -g1)
   if(MPB_FUZZ)
     list(APPEND MPB_SANITIZE_FLAGS -fsanitize=fuzzer-no-link)
   endif()
