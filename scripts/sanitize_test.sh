@@ -4,7 +4,7 @@
 # into build-asan with MPB_SANITIZE=ON (cmake/Sanitize.cmake: -Og, every target), then
 # CTest's unit tests (label unit: GoogleTest, the fuzz corpus replay, layering) and
 # py.test_resume_mid_round, which runs the sanitized runner binary (interrupt, resume,
-# result files). Left out: test_e2e (it trains the whole quickstart: 5.5 minutes under
+# result files). Left out: test_e2e (it trains the whole quickstart: 6 minutes under
 # ASan, twice as long as everything else together) and the two timing tests (hog, regression
 # gate). docs/TESTING.md says how to run test_e2e here.
 # Any ASan or UBSan report fails the test that made it; so does a leak (LeakSanitizer;
