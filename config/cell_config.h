@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -110,6 +111,15 @@ struct CellConfig {
   OptimizerConfig optimizer;
 };
 
+// Where a value was written in the experiment file (1-based line and column)
+// and its dotted path there ("matrix.model.width[1]"), for messages about a
+// cell after loading (the runner's memory check).
+struct ValueOrigin {
+  std::string path;
+  int line = 0, col = 0;
+  bool per_cell = false;  // from the matrix or an include (not the base)
+};
+
 // One cell: the base config with axis values applied.
 struct Cell {
   std::string id;    // "precision=fp32,fusion=off" (axis order; stable)
@@ -119,6 +129,9 @@ struct Cell {
   std::vector<std::pair<std::string, std::string>> axes;
   CellConfig config;
   bool is_baseline = false;
+  // key -> where the file set the cell's value of it (a whole loss_scale value
+  // stands for its loss_scale.* keys); keys left at their defaults are absent.
+  std::map<std::string, ValueOrigin> origins;
 };
 
 struct ExperimentConfig {

@@ -193,7 +193,8 @@ const std::vector<KeySpec>& keys() {
       integer("model.hidden",               at_least(0),     MPB_FIELD(model.hidden)),
       integer("model.heads",                at_least(0),     MPB_FIELD(model.heads)),
       integer("model.ffn",                  at_least(0),     MPB_FIELD(model.ffn)),
-      integer("model.seq_len",              at_least(2),     MPB_FIELD(model.seq_len)),
+      // >= 3: MlmData's shortest sequence is [CLS], one token, [SEP].
+      integer("model.seq_len",              at_least(3),     MPB_FIELD(model.seq_len)),
       choice ("model.pre_ln", kOffOn,                        MPB_FIELD(model.pre_ln), kOffOnAliases),
       number ("model.dropout",              closed_open(0, 1), MPB_FIELD(model.dropout)),
       choice ("model.pad_vocab", kOffOn,                     MPB_FIELD(model.pad_vocab), kOffOnAliases),

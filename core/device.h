@@ -151,6 +151,7 @@ struct DeviceInfo {
   std::optional<std::string> compute_capability;
   size_t memory_bytes = 0;
   std::vector<std::pair<std::string, std::string>> versions;  // library -> version
+  std::string pci_bus_id;  // CUDA: "00000000:3B:00.0", how NVML names the same GPU; empty on the CPU
 };
 
 // The Device. Every public op is non-virtual: it checks its arguments
@@ -177,6 +178,10 @@ class Device {
   // --- memory -------------------------------------------------------------
   DeviceBuffer alloc(Shape shape, DType dtype, MemCategory category);
   MemoryTracker& memory() { return tracker_; }
+  // Bytes that can still be allocated now (CPU: the host's MemAvailable; CUDA:
+  // cudaMemGetInfo's free memory), for refusing a cell whose memory estimate
+  // does not fit before it runs. nullopt: this device can't say.
+  virtual std::optional<size_t> free_memory_bytes() const { return std::nullopt; }
   // dst.bytes() bytes; host pointers must not be null when there are bytes.
   void upload(const Tensor& dst, const void* host_src);
   void download(void* host_dst, const Tensor& src);

@@ -34,18 +34,25 @@ BertConfig bert_preset(const std::string& size) {
   throw std::invalid_argument("unknown BERT size '" + size + "' (expected tiny, mini, small, medium, base or large)");
 }
 
-void validate_bert(const BertConfig& c) {
-  auto fail = [](const std::string& m) { throw std::invalid_argument("bert: " + m); };
-  if (c.layers < 1) fail("layers must be >= 1");
-  if (c.hidden < 1 || c.heads < 1) fail("hidden and heads must be >= 1");
+std::optional<BertProblem> check_bert(const BertConfig& c) {
+  using P = BertProblem;
+  if (c.layers < 1) return P{{"layers"}, "layers must be >= 1"};
+  if (c.hidden < 1 || c.heads < 1) return P{{"hidden", "heads"}, "hidden and heads must be >= 1"};
   if (c.hidden % c.heads != 0)
-    fail("hidden " + std::to_string(c.hidden) + " is not divisible by heads " + std::to_string(c.heads));
-  if (c.ffn < 0) fail("ffn must be >= 0 (0: 4 * hidden)");
-  if (c.vocab < 5) fail("vocab must cover the 4 special tokens and at least one more");
-  if (c.seq_len < 2) fail("seq_len must be >= 2 ([CLS] and [SEP])");
-  if (!(c.dropout >= 0.0f && c.dropout < 1.0f)) fail("dropout must be in [0, 1)");
-  if (!(c.ln_eps > 0.0f)) fail("ln_eps must be > 0");
-  if (c.checkpointing == CheckpointPolicy::EveryK && c.checkpoint_k < 1) fail("checkpoint_k must be >= 1");
+    return P{{"hidden", "heads"}, "hidden " + std::to_string(c.hidden) + " is not divisible by heads " +
+                                      std::to_string(c.heads) + " (each head gets hidden / heads dimensions)"};
+  if (c.ffn < 0) return P{{"ffn"}, "ffn must be >= 0 (0: 4 * hidden)"};
+  if (c.vocab < 5) return P{{"vocab"}, "vocab must cover the 4 special tokens and at least one more"};
+  if (c.seq_len < 2) return P{{"seq_len"}, "seq_len must be >= 2 ([CLS] and [SEP])"};
+  if (!(c.dropout >= 0.0f && c.dropout < 1.0f)) return P{{"dropout"}, "dropout must be in [0, 1)"};
+  if (!(c.ln_eps > 0.0f)) return P{{"ln_eps"}, "ln_eps must be > 0"};
+  if (c.checkpointing == CheckpointPolicy::EveryK && c.checkpoint_k < 1)
+    return P{{"checkpoint_k"}, "checkpoint_k must be >= 1"};
+  return std::nullopt;
+}
+
+void validate_bert(const BertConfig& c) {
+  if (const auto problem = check_bert(c)) throw std::invalid_argument("bert: " + problem->message);
 }
 
 int bert_checkpoint_segment(const BertConfig& c) {
@@ -164,14 +171,28 @@ class Bert final : public StoredParamsModel {
   // twice that). Model FLOPs: checkpointing's recomputed forward is not
   // counted (the MFU convention), so GFLOP/s compare across policies.
   double train_flops_per_sample() const override {
-    const double T = T_, C = C_, F = F_, V = V_;
-    const double per_layer = 2 * T * C * 3 * C /*QKV*/ + 2 * T * T * C /*q.k^T*/ + 2 * T * T * C /*p.v*/ +
-                             2 * T * C * C /*output dense*/ + 2 * 2 * T * C * F /*FFN*/;
+    const double T = T_, C = C_, V = V_;
     const double head = 2 * T * C * C /*transform*/ + 2 * T * C * V /*tied decoder*/;
-    return 3.0 * (L_ * per_layer + head);
+    return 3.0 * (L_ * layer_forward_flops() + head);
+  }
+
+  // backward() recomputes the forward of every segment but the last one
+  // (BertActivations::recompute_from), once.
+  double recompute_flops_per_sample() const override {
+    if (!ckpt_) return 0.0;
+    const int segments = (L_ + seg_ - 1) / seg_;
+    const int last_segment_layers = L_ - (segments - 1) * seg_;
+    return double(L_ - last_segment_layers) * layer_forward_flops();
   }
 
  private:
+  // Forward GEMM FLOPs of one encoder layer for one sequence.
+  double layer_forward_flops() const {
+    const double T = T_, C = C_, F = F_;
+    return 2 * T * C * 3 * C /*QKV*/ + 2 * T * T * C /*q.k^T*/ + 2 * T * T * C /*p.v*/ + 2 * T * C * C /*output dense*/ +
+           2 * 2 * T * C * F /*FFN*/;
+  }
+
   // Views of the first b sequences.
   Tensor nc(const Tensor& t, int64_t b) const { return first_view(t, Shape{b * T_, C_}); }
   Tensor nf(const Tensor& t, int64_t b) const { return first_view(t, Shape{b * T_, F_}); }

@@ -31,10 +31,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/precision.h"
+#include "models/memory_estimate.h"
 #include "models/model.h"
 #include "models/options.h"
 
@@ -65,8 +67,16 @@ struct BertConfig {
 // std::invalid_argument for any other name.
 BertConfig bert_preset(const std::string& size);
 
-// Throws std::invalid_argument when the config can't be built (hidden not
-// divisible by heads, checkpoint_k < 1 for every_k, ...).
+// A rule of the model that a config breaks: the BertConfig fields involved
+// ("hidden", "heads", ...) and what is wrong.
+struct BertProblem {
+  std::vector<std::string> fields;
+  std::string message;
+};
+// The first rule `cfg` breaks (hidden not divisible by heads, checkpoint_k < 1
+// for every_k, ...), or nullopt when it can be built.
+std::optional<BertProblem> check_bert(const BertConfig& cfg);
+// Throws std::invalid_argument "bert: <message>" for check_bert's problem.
 void validate_bert(const BertConfig& cfg);
 
 // Layers per checkpoint segment: `layers` when checkpointing is off (one
@@ -88,5 +98,10 @@ std::vector<std::string> bert_warnings(const BertConfig& cfg, int64_t micro_batc
 // site), so a run is reproducible; eval_micro runs without dropout.
 std::unique_ptr<Model> make_bert(Device& dev, const BertConfig& cfg, const PrecisionPolicy& policy,
                                  int64_t micro_batch, uint64_t seed);
+
+// What make_bert allocates (models/memory_estimate.h): the parameter store of
+// BertParams, the activation buffers of BertActivations for the config's
+// checkpointing, GEMM conversion workspace. For a config check_bert accepts.
+MemoryEstimate estimate_bert_memory(const BertConfig& cfg, const PrecisionPolicy& policy, double micro_batch);
 
 }  // namespace mpb

@@ -1,6 +1,8 @@
 #include "models/bert_layout.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <string>
 
 #include "core/rng.h"
@@ -183,6 +185,58 @@ int BertActivations::recompute_from(int l) const {
   const int nseg = (L_ + seg_ - 1) / seg_;
   if (ckpt_ && segment_end(l) && l / seg_ < nseg - 1) return (l / seg_) * seg_;
   return -1;
+}
+
+// ---- The memory estimate (models/bert.h) -------------------------------------
+// Mirrors BertParams and BertActivations above, buffer for buffer: keep them
+// together. In double, so that absurd configurations give huge numbers, not
+// overflows (the int helpers ffn_dim() and model_vocab() are avoided).
+MemoryEstimate estimate_bert_memory(const BertConfig& cfg, const PrecisionPolicy& pol, double micro) {
+  const double L = cfg.layers, C = cfg.hidden, H = cfg.heads, T = cfg.seq_len, B = micro, N = B * T;
+  const double F = cfg.ffn > 0 ? cfg.ffn : 4.0 * C;
+  const double V = cfg.pad_vocab ? std::ceil(cfg.vocab / 8.0) * 8 : double(cfg.vocab);
+  const bool pre_ln = cfg.pre_ln;
+
+  // BertParams: embeddings (and post-LN's LayerNorm), L layers, pre-LN's final
+  // LayerNorm, the MLM head and the decoder bias.
+  const double per_layer = 3 * C * C + 3 * C + C * C + C + 2 * C + F * C + F + C * F + C + 2 * C;
+  const double numel = V * C + T * C + 2 * C + (pre_ln ? 0 : 2 * C) + L * per_layer + (pre_ln ? 2 * C : 0) +
+                       C * C + C + 2 * C + V;
+  MemoryEstimate e = estimate_param_store(numel, pol);
+
+  // BertActivations.
+  const int seg = bert_checkpoint_segment(cfg);
+  const bool ckpt = seg < cfg.layers;
+  const bool attn_fused = cfg.fused && cfg.dropout == 0.0f;
+  const double c = dtype_bytes(pol.compute), f32 = 4;
+  const double nc = N * C * c, nf = N * F * c, heads = B * T * C * c /* [B,H,T,D] */, scores = B * H * T * T * c,
+               rows = N * f32;
+  double acts = 2 * B * T * 4;                               // ids, mask
+  acts += nc;                                                // emb_sum
+  if (!pre_ln) acts += 2 * rows;                             // emb_mean, emb_rstd
+  if (!pre_ln || cfg.dropout > 0.0f) acts += nc;             // x0
+  const double sets = ckpt ? seg : L;
+  double set = (pre_ln ? nc : 0) + 4 * rows + 3 * heads;     // hln; mean/rstd 1 and 2; q, k, v
+  set += attn_fused ? heads + B * H * T * f32 : scores + nc;  // att, lse | probs, a
+  set += 2 * nc + 2 * nf + (pre_ln ? 0 : nc);                // r1, h1; f1pre, f1; r2
+  acts += sets * set;
+  acts += (ckpt ? sets - 1 : sets) * nc;                     // y (a segment's last layer writes a boundary)
+  if (ckpt) acts += std::ceil(L / seg) * nc;                 // bounds[1..S]
+  if (pre_ln) acts += nc + 2 * rows;                         // fin_out, fin_mean, fin_rstd
+  acts += 3 * nc + 2 * rows;                                 // t_pre, t_act, hm; t_mean, t_rstd
+  acts += N * V * dtype_bytes(pol.output) + N * V * c;       // logits, dlogits
+  if (!cfg.fused) acts += N * V * f32;                       // probs
+  acts += N * 3 * C * c + nc;                                // qkv, proj
+  if (cfg.dropout > 0.0f) acts += nc;                        // projd
+  acts += attn_fused ? nc : 2 * scores + heads;              // a_s | scores, dprobs, att_s
+  acts += 3 * nc + nf + 4 * heads;                           // g, s, da; df; datt, dq, dk, dv
+  e[MemCategory::Activations] += acts;
+
+  // The largest matrix of a GEMM: the decoder's logits [N,V] and its weight
+  // [V,C], the FFN's [N,F] and [F,C], QKV's [N,3C], attention's [B*H,T,T].
+  const double largest = std::max({N * V, V * C, N * F, F * C, N * 3 * C, 3 * C * C, B * H * T * T});
+  e[MemCategory::Workspace] = std::max(e[MemCategory::Workspace], gemm_conversion_workspace(pol, largest));
+  return e;
 }
 
 }  // namespace mpb

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -69,18 +70,38 @@ MlmData MlmData::synthetic(uint64_t seed, int tokens, const MlmOptions& options)
   return d;
 }
 
+int64_t MlmData::min_text_bytes(int seq_len) { return 2 * (int64_t{seq_len} - 2); }
+
+namespace {
+std::string too_short(const std::string& path, int64_t size, int seq_len) {
+  return "'" + path + "' has " + std::to_string(size) + " bytes; seq_len " + std::to_string(seq_len) +
+         " needs at least " + std::to_string(MlmData::min_text_bytes(seq_len));
+}
+}  // namespace
+
+std::optional<std::string> MlmData::text_file_problem(const std::string& path, int seq_len) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) return "'" + path + "' does not exist";
+  if (!std::filesystem::is_regular_file(status)) return "'" + path + "' is not a regular file";
+  if (!std::ifstream(path, std::ios::binary)) return "cannot read '" + path + "'";
+  const auto size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  if (ec) return "cannot read the size of '" + path + "'";
+  if (size < min_text_bytes(seq_len)) return too_short(path, size, seq_len);
+  return std::nullopt;
+}
+
 MlmData MlmData::from_text(const std::string& path, uint64_t seed, const MlmOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("MlmData: cannot read '" + path + "'");
   MlmData d(seed, 256, options);
   d.text_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   const int64_t size = static_cast<int64_t>(d.text_.size());
+  if (size < min_text_bytes(options.seq_len)) throw std::runtime_error("MlmData: " + too_short(path, size, options.seq_len));
+  // The last tenth is held out, and at least one sequence's content (both parts
+  // are then at least that long: min_text_bytes).
   const int64_t span = options.seq_len - 2;  // the longest content
-  const int64_t eval_len = std::max<int64_t>(size / 10, span);
-  d.train_end_ = size - eval_len;
-  if (d.train_end_ < span)
-    throw std::runtime_error("MlmData: '" + path + "' has " + std::to_string(size) + " bytes; seq_len " +
-                             std::to_string(options.seq_len) + " needs at least " + std::to_string(2 * span));
+  d.train_end_ = size - std::max<int64_t>(size / 10, span);
   d.desc_ = "byte-level MLM on " + path + " (" + std::to_string(size) + " bytes), T " + std::to_string(options.seq_len);
   return d;
 }
@@ -161,6 +182,15 @@ HostBatch MlmData::eval_batch(int64_t offset, int64_t size) const {
   for (int64_t s = 0; s < size; ++s)
     append_sample(b, Rng::stream_seed(eval_stream, static_cast<uint64_t>(offset + s)), true);
   return b;
+}
+
+// Mirrors synthetic() (zipf_cdf_, succ_), from_text() (text_) and
+// append_sample() (ids, mask, y per sequence): keep them together.
+MemoryEstimate MlmData::estimate_memory(int tokens, double text_bytes, int seq_len, double batch, double micro) {
+  MemoryEstimate e;
+  e.host = double(tokens) * (8 + kSuccessors * 4) + text_bytes;
+  e.host += (batch + micro) * double(seq_len) * 3 * 4;
+  return e;
 }
 
 }  // namespace mpb

@@ -29,11 +29,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/rng.h"
 #include "models/dataset.h"
+#include "models/memory_estimate.h"
 
 namespace mpb {
 
@@ -52,6 +54,17 @@ class MlmData final : public Dataset {
   // Byte-level tokens of the file at `path` (vocab_size() = 260). Throws
   // std::runtime_error when it can't be read or is too short for seq_len.
   static MlmData from_text(const std::string& path, uint64_t seed, const MlmOptions& options = {});
+  // The bytes a text file needs for seq_len: a training and a held-out part of
+  // at least one sequence's content (seq_len - 2) each.
+  static int64_t min_text_bytes(int seq_len);
+  // Why from_text would refuse `path` for seq_len (missing, not a regular
+  // file, unreadable, too short), checked without reading it; nullopt: fine.
+  static std::optional<std::string> text_file_problem(const std::string& path, int seq_len);
+
+  // Host memory of a corpus and its batches: the Markov chain's tables
+  // (`tokens` entries) or the text (`text_bytes`), one training batch of
+  // `batch` sequences and one evaluation chunk of `micro`.
+  static MemoryEstimate estimate_memory(int tokens, double text_bytes, int seq_len, double batch, double micro);
 
   HostBatch train_batch(int64_t step, int64_t size) const override;
   HostBatch eval_batch(int64_t offset, int64_t size) const override;

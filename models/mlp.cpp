@@ -1,5 +1,6 @@
 #include "models/mlp.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -172,6 +173,30 @@ class Mlp final : public StoredParamsModel {
 };
 
 }  // namespace
+
+// Mirrors the Mlp constructor above: keep the two together.
+MemoryEstimate estimate_mlp_memory(const MlpConfig& cfg, const PrecisionPolicy& pol, double micro) {
+  const double B = micro, W = cfg.width, I = cfg.input_dim, K = cfg.classes;
+  const double compute = dtype_bytes(pol.compute);
+  double numel = 0, largest = 0;  // parameters; the largest matrix of a GEMM
+  double in = I;
+  for (int l = 0; l <= cfg.hidden_layers; ++l) {
+    const double out = l < cfg.hidden_layers ? W : K;
+    numel += out * in + out;
+    largest = std::max({largest, B * in, B * out, out * in});  // x, y, W (and dW, dx)
+    in = out;
+  }
+  MemoryEstimate e = estimate_param_store(numel, pol);
+  double acts = cfg.hidden_layers * (2 * B * W * compute);  // pre and act per hidden layer
+  acts += B * K * dtype_bytes(pol.output);                   // the logits
+  acts += B * I * compute + B * K * compute;                 // x_c_, dlogits_
+  if (!cfg.fused) acts += B * K * 4;                          // probs_
+  if (cfg.hidden_layers > 0) acts += 2 * B * W * compute;    // dh_
+  e[MemCategory::Activations] += acts;
+  // The upload's staging is freed before the first GEMM: the two never coexist.
+  e[MemCategory::Workspace] = std::max(e[MemCategory::Workspace], gemm_conversion_workspace(pol, largest));
+  return e;
+}
 
 std::unique_ptr<Model> make_mlp(Device& dev, const MlpConfig& cfg, const PrecisionPolicy& policy,
                                 int64_t micro_batch, uint64_t seed) {

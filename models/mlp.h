@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/precision.h"
+#include "models/memory_estimate.h"
 #include "models/model.h"
 
 namespace mpb {
@@ -23,5 +24,9 @@ struct MlpConfig {
 
 std::unique_ptr<Model> make_mlp(Device& dev, const MlpConfig& cfg, const PrecisionPolicy& policy,
                                 int64_t micro_batch, uint64_t seed);
+
+// What make_mlp allocates (models/memory_estimate.h): its parameter store, the
+// activation buffers of one micro-batch, GEMM conversion workspace.
+MemoryEstimate estimate_mlp_memory(const MlpConfig& cfg, const PrecisionPolicy& policy, double micro_batch);
 
 }  // namespace mpb

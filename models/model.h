@@ -65,6 +65,10 @@ class Model {
   virtual Tensor logits() const { return Tensor{}; }
   // FLOPs of one training sample (forward + backward GEMMs), for GFLOP/s.
   virtual double train_flops_per_sample() const = 0;
+  // The forward GEMM FLOPs of one sample that gradient checkpointing runs a
+  // second time in the backward pass (0 without it): hardware FLOPs (HFU)
+  // are train_flops_per_sample() plus these.
+  virtual double recompute_flops_per_sample() const { return 0.0; }
 };
 
 }  // namespace mpb

@@ -70,4 +70,15 @@ HostBatch TeacherData::eval_batch(int64_t offset, int64_t size) const {
   return b;
 }
 
+// Mirrors the constructor (w1_, w2_) and make(): keep them together.
+MemoryEstimate estimate_teacher_data_memory(int input_dim, int classes, int teacher_hidden, double batch,
+                                            double micro) {
+  MemoryEstimate e;
+  const double I = input_dim, H = teacher_hidden;
+  e.host = (H * I + double(classes) * H) * 4;  // w1_, w2_
+  e.host += batch * (I * 4 + 4 + I * 2);        // x, y, the 16-bit staging
+  e.host += micro * (I * 4 + 4);                // an evaluation chunk
+  return e;
+}
+
 }  // namespace mpb

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/dataset.h"
+#include "models/memory_estimate.h"
 
 namespace mpb {
 
@@ -30,5 +31,11 @@ class TeacherData final : public Dataset {
   int input_dim_, classes_, hidden_;
   std::vector<float> w1_, w2_;  // [hidden, input_dim], [classes, hidden]
 };
+
+// Host memory of a TeacherData and of the batches drawn from it: the teacher's
+// weights, one training batch of `batch` samples (features, labels, and the
+// trainer's 16-bit copy of the features), one evaluation chunk of `micro`.
+MemoryEstimate estimate_teacher_data_memory(int input_dim, int classes, int teacher_hidden, double batch,
+                                            double micro);
 
 }  // namespace mpb

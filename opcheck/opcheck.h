@@ -1,7 +1,7 @@
 // One table of Device op cases, each with a float64 reference, run against
 // every backend (after ggml's tests/test-backend-ops.cpp). The GoogleTest
 // suite (tests/ops) instantiates one test per case per backend; `runner
-// selftest` runs the same table and prints the results.
+// doctor` runs a time-boxed subset of the same table on the device it checks.
 //
 // A case runs its op(s) on the device under test from inputs it generates
 // itself (deterministically: every backend sees the same bytes), and then

@@ -9,7 +9,8 @@ namespace mpb {
 
 int ceiling_gemm_size(const Device& dev) { return dev.info().kind == "cuda" ? 8192 : 1024; }
 
-double measure_gemm_ceiling(Device& dev, GemmCompute compute, int n, int reps) {
+double measure_gemm_ceiling(Device& dev, GemmCompute compute, int n, int reps, const std::atomic<bool>* stop) {
+  auto stopped = [&] { return stop && stop->load(); };
   if (n <= 0) n = ceiling_gemm_size(dev);
   const DType op = (compute == GemmCompute::F16) ? DType::F16 : (compute == GemmCompute::BF16 ? DType::BF16 : DType::F32);
   DeviceBuffer a32 = dev.alloc(Shape{n, n}, DType::F32, MemCategory::Workspace);
@@ -34,15 +35,16 @@ double measure_gemm_ceiling(Device& dev, GemmCompute compute, int n, int reps) {
   g.c = c;
   g.compute = compute;
   auto timer = dev.make_timer();
+  if (stopped()) return 0.0;
   dev.gemm(g);  // warm-up: primitive creation, caches, clocks
   double best_ms = 1e300;
-  for (int r = 0; r < reps; ++r) {
+  for (int r = 0; r < reps && !stopped(); ++r) {
     timer->start();
     dev.gemm(g);
     timer->stop();
     best_ms = std::min(best_ms, timer->elapsed_ms());
   }
-  return 2.0 * double(n) * n * n / (best_ms * 1e6);
+  return best_ms < 1e300 ? 2.0 * double(n) * n * n / (best_ms * 1e6) : 0.0;
 }
 
 }  // namespace mpb

@@ -3,6 +3,8 @@
 // rate as a fraction of what this device reaches.
 #pragma once
 
+#include <atomic>
+
 #include "core/device.h"
 
 namespace mpb {
@@ -14,7 +16,10 @@ namespace mpb {
 int ceiling_gemm_size(const Device& dev);
 
 // Best of `reps` timed n x n x n GEMMs after one warm-up, in GFLOP/s
-// (n = 0: ceiling_gemm_size).
-double measure_gemm_ceiling(Device& dev, GemmCompute compute, int n = 0, int reps = 5);
+// (n = 0: ceiling_gemm_size). `stop` (Ctrl-C) is checked between GEMMs: once
+// set, the best so far is returned (0 if none was timed) and the caller,
+// who checks it too, stops.
+double measure_gemm_ceiling(Device& dev, GemmCompute compute, int n = 0, int reps = 5,
+                            const std::atomic<bool>* stop = nullptr);
 
 }  // namespace mpb

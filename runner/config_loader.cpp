@@ -16,9 +16,10 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
-#include <sstream>
+#include <unordered_map>
 
 #include "runner/config.h"
+#include "runner/config_limits.h"
 #include "runner/matrix.h"
 
 namespace mpb {
@@ -133,19 +134,19 @@ YAML::Node Loader::parse_yaml(const std::string& text) const {
 }
 
 // The entries of a map, in file order. yaml-cpp keeps both copies of a repeated
-// key (and lookups see the first), so repeats are caught here.
+// key (and lookups see the first), so repeats are caught here, with a hash map:
+// a scan of the earlier keys made a 40,000-key map take seconds to minutes.
 std::vector<std::pair<YAML::Node, YAML::Node>> Loader::entries(const YAML::Node& map,
                                                                const std::string& path) const {
   std::vector<std::pair<YAML::Node, YAML::Node>> out;
+  std::unordered_map<std::string, int> first_line;  // key -> the line it was first given at
   for (auto it = map.begin(); it != map.end(); ++it) {
     const YAML::Node key = it->first;
     if (!key.IsScalar()) fail(key.Mark(), path, "expected a key name, got " + describe(key));
-    for (const auto& seen : out) {
-      if (seen.first.Scalar() == key.Scalar()) {
-        fail(key.Mark(), join_path(path, key.Scalar()),
-             "duplicate key (first given at line " + std::to_string(seen.first.Mark().line + 1) +
-                 ")");
-      }
+    const auto [first, fresh] = first_line.emplace(key.Scalar(), key.Mark().line + 1);
+    if (!fresh) {
+      fail(key.Mark(), join_path(path, key.Scalar()),
+           "duplicate key (first given at line " + std::to_string(first->second) + ")");
     }
     out.emplace_back(key, it->second);
   }
@@ -155,6 +156,11 @@ std::vector<std::pair<YAML::Node, YAML::Node>> Loader::entries(const YAML::Node&
 // ---- Base configuration -------------------------------------------------
 
 ExperimentConfig Loader::load(const std::string& text) {
+  if (text.size() > kMaxFileBytes) {
+    throw ConfigError(file_, 0, 0, "",
+                      "the file is " + std::to_string(text.size()) + " bytes; experiment files are limited to " +
+                          std::to_string(kMaxFileBytes) + " bytes (1 MiB)");
+  }
   const YAML::Node root = parse_yaml(text);
   if (root.IsNull()) {
     fail(start_of_file(), "", "the file is empty; expected a map with at least 'name'");
@@ -221,6 +227,11 @@ void Loader::parse_top_level(const YAML::Node& root, ExperimentConfig& experimen
 std::string Loader::parse_name(const YAML::Node& node, const YAML::Mark& mark) const {
   const std::string& name = expect_scalar(node, mark, "name", "a name");
   // It names the directory results/<name>/.
+  if (name.size() > kMaxNameChars) {
+    fail(mark, "name",
+         "the name has " + std::to_string(name.size()) + " characters; at most " +
+             std::to_string(kMaxNameChars) + " (it names results/<name>/)");
+  }
   const bool ok =
       !name.empty() && name != "." && name != ".." &&
       std::all_of(name.begin(), name.end(), [](char c) {
@@ -296,22 +307,20 @@ std::vector<int> Loader::parse_step_list(const KeySpec& spec, const YAML::Node& 
          "expected a list of optimizer steps such as [3, 10] (or [] for none), got " +
              describe(node));
   }
-  std::vector<std::pair<int, std::string>> steps;  // step, its path
+  const auto item_path = [&](size_t i) { return path + "[" + std::to_string(i) + "]"; };
+  std::vector<int> out;
+  std::unordered_map<int, size_t> index_of;  // step -> its index in the list
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node item = node[i];
-    const std::string item_path = path + "[" + std::to_string(i) + "]";
     const YAML::Mark item_mark = item.IsNull() ? mark : item.Mark();
-    const int step = std::get<int>(parse_scalar(spec, item, item_mark, item_path));
-    for (const auto& [earlier, earlier_path] : steps) {
-      if (earlier == step) {
-        fail(item_mark, item_path,
-             "step " + std::to_string(step) + " is listed twice (same as " + earlier_path + ")");
-      }
+    const int step = std::get<int>(parse_scalar(spec, item, item_mark, item_path(i)));
+    if (const auto [earlier, fresh] = index_of.emplace(step, i); !fresh) {
+      fail(item_mark, item_path(i),
+           "step " + std::to_string(step) + " is listed twice (same as " + item_path(earlier->second) +
+               ")");
     }
-    steps.emplace_back(step, item_path);
+    out.push_back(step);
   }
-  std::vector<int> out;
-  for (const auto& s : steps) out.push_back(s.first);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -389,7 +398,14 @@ std::vector<Axis> Loader::parse_matrix(const YAML::Node& node, const YAML::Mark&
            "expected a list of values such as [a, b], got " + describe(values));
     }
     if (values.size() == 0) fail(values.Mark(), path, "the axis has no values");
+    if (values.size() > kMaxAxisValues) {
+      fail(values.Mark(), path,
+           "the axis has " + std::to_string(values.size()) + " values; at most " +
+               std::to_string(kMaxAxisValues) + " (more would exceed the " + std::to_string(kMaxCells) +
+               "-cell limit on its own)");
+    }
     Axis axis;
+    std::unordered_map<std::string, size_t> index_of;  // canonical value -> its index
     for (size_t i = 0; i < values.size(); ++i) {
       const std::string item_path = path + "[" + std::to_string(i) + "]";
       if (spec.type == Type::StepList && !values[i].IsSequence()) {
@@ -399,12 +415,10 @@ std::vector<Axis> Loader::parse_matrix(const YAML::Node& node, const YAML::Mark&
                  spec.key + " axis is a list of lists, such as [[], [5], [5, 9]]");
       }
       Assignment value = parse_assignment(spec, values[i], key, item_path);
-      for (const auto& earlier : axis.values) {
-        if (earlier.canonical == value.canonical) {
-          fail(value.origin.where, item_path,
-               "duplicate value '" + value.canonical + "' (same as " + earlier.origin.path +
-                   "); it would give duplicate cell ids");
-        }
+      if (const auto [earlier, fresh] = index_of.emplace(value.canonical, i); !fresh) {
+        fail(value.origin.where, item_path,
+             "duplicate value '" + value.canonical + "' (same as " +
+                 axis.values[earlier->second].origin.path + "); it would give duplicate cell ids");
       }
       axis.values.push_back(std::move(value));
     }
@@ -443,6 +457,10 @@ Pattern Loader::parse_pattern(const YAML::Node& node, const YAML::Mark& mark,
 std::vector<Pattern> Loader::parse_excludes(const YAML::Node& node, const YAML::Mark& mark) const {
   std::vector<Pattern> excludes;
   if (!is_list_of_maps(node, mark, "exclude")) return excludes;
+  if (node.size() > kMaxExcludes) {
+    fail(mark, "exclude",
+         "the list has " + std::to_string(node.size()) + " entries; at most " + std::to_string(kMaxExcludes));
+  }
   for (size_t i = 0; i < node.size(); ++i) {
     excludes.push_back(
         parse_pattern(node[i], node[i].Mark(), "exclude[" + std::to_string(i) + "]"));
@@ -453,6 +471,11 @@ std::vector<Pattern> Loader::parse_excludes(const YAML::Node& node, const YAML::
 std::vector<Include> Loader::parse_includes(const YAML::Node& node, const YAML::Mark& mark) const {
   std::vector<Include> includes;
   if (!is_list_of_maps(node, mark, "include")) return includes;
+  if (node.size() > kMaxCells) {  // each entry is a cell
+    fail(mark, "include",
+         "the list has " + std::to_string(node.size()) + " entries; at most " + std::to_string(kMaxCells) +
+             " (each is a cell, and an experiment has at most " + std::to_string(kMaxCells) + " cells)");
+  }
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node entry = node[i];
     const std::string path = "include[" + std::to_string(i) + "]";
@@ -487,10 +510,17 @@ ExperimentConfig load_experiment_from_string(const std::string& yaml_text,
 ExperimentConfig load_experiment(const std::string& path, const LoadOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path, 0, 0, "", "cannot open the file");
-  std::stringstream text;
-  text << in.rdbuf();
+  // One byte past the limit is enough to refuse the file; a huge one is never read whole.
+  std::string text(kMaxFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) throw ConfigError(path, 0, 0, "", "cannot read the file");
-  return load_experiment_from_string(text.str(), path, options);
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxFileBytes) {
+    throw ConfigError(path, 0, 0, "",
+                      "the file is larger than " + std::to_string(kMaxFileBytes) +
+                          " bytes (1 MiB), the limit for experiment files");
+  }
+  return load_experiment_from_string(text, path, options);
 }
 
 ExperimentConfig load_experiment(const std::string& path) {

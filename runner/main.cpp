@@ -1,15 +1,20 @@
 // runner FILE.yaml [--out DIR] [--device cpu|cuda|auto] [--filter EXPR] [--dry-run] [--resume]
 //        [--order interleaved|sequential] [--order-seed N]
-//        [--export-reference DIR]
+//        [--fail-on-divergence] [--stall-timeout S] [--cell-timeout S] [--export-reference DIR]
+// Exit codes: runner/run_experiment.h ExitCode, docs/RESULTS.md.
 #include <CLI/CLI.hpp>
 
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <tuple>
 
 #include "core/device.h"
 #include "runner/config.h"
+#include "runner/doctor.h"
+#include "runner/hung_cell.h"
 #include "runner/reference_export.h"
+#include "runner/result_dir.h"
 #include "runner/run_experiment.h"
 
 namespace {
@@ -17,6 +22,7 @@ void on_sigint(int) { mpb::g_interrupted = true; }
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "doctor") return mpb::run_doctor(argc - 1, argv + 1);
   CLI::App app{"mpbench runner: trains every cell of an experiment matrix and records speed, memory and convergence"};
   std::string file;
   mpb::RunOptions opt;
@@ -42,15 +48,33 @@ int main(int argc, char** argv) {
                  "TESTING ONLY: sleep this long inside every timed step, a planted slowdown for testing a "
                  "regression gate (recorded in the manifest and every repeat; docs/REPORTS.md)")
       ->check(CLI::Range(0.0, 60000.0));
+  app.add_flag("--fail-on-divergence", opt.fail_on_divergence,
+               "exit 3 when a cell diverged (a non-finite final or eval loss); by default divergence is a "
+               "result, shown in the table, and the exit code is 0");
+  // The watchdog's limits (runner/watchdog.h), in seconds.
+  for (const auto& [name, seconds, help] : {
+           std::tuple<const char*, double*, const char*>{
+               "--stall-timeout", &opt.watchdog.stall_s,
+               "seconds without a completed step after which a repeat counts as hung (default: automatic, 20x the "
+               "median step so far, at least 60 s; 600 s before the first step). A hung cell is recorded in failed/ "
+               "and the runner restarts itself (--resume) to run the other cells; the exit code is 1"},
+           {"--cell-timeout", &opt.watchdog.repeat_s,
+            "seconds one repeat of a cell may take at most, set-up included (default: no limit); over it, the cell "
+            "is recorded as hung like a stall"}})
+    app.add_option(name, *seconds, help)->check(CLI::Range(0.1, 1e7));
+  app.add_option("--inject-hang", opt.inject_hang,
+                 "TESTING ONLY: cells matching this --filter expression hang after step 3 (a planted hang for the "
+                 "watchdog's test; recorded in the manifest)");
   std::string export_dir;
   app.add_option("--export-reference", export_dir,
                  "write the one cell --filter selects (weights, batches, mpbench's logits, gradients and losses) "
                  "to DIR for scripts/torch_reference.py (docs/REFERENCE.md), on the CPU, and exit")
       ->type_name("DIR");
+  mpb::remember_command_line(argc, argv);  // the watchdog restarts the runner with it
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return app.exit(e) == 0 ? mpb::kExitOk : mpb::kExitBadInput;
   }
   opt.order = mpb::parse_run_order(order);
   if (seed_opt->count()) opt.order_seed = order_seed;
@@ -60,18 +84,18 @@ int main(int argc, char** argv) {
     exp = mpb::load_experiment(file);
   } catch (const mpb::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
+    return mpb::kExitBadInput;
   }
   if (!export_dir.empty()) return mpb::run_export_reference(exp, opt.filter, export_dir);
   std::signal(SIGINT, on_sigint);
   std::signal(SIGTERM, on_sigint);
   try {
     return mpb::run_experiment(exp, opt);
-  } catch (const mpb::DeviceError& e) {
+  } catch (const mpb::ResultDirBusy& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
+    return mpb::kExitBusy;
+  } catch (const std::exception& e) {  // DeviceError and the rest: a failed run
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return mpb::kExitFailure;
   }
 }

@@ -10,15 +10,15 @@
 #include <thread>
 
 #include "runner/atomic_file.h"
+#include "runner/build_info.h"
+#include "runner/cpu_clocks.h"
+#include "runner/environment_overrides.h"
 #ifdef MPB_HAVE_CUDA
 #include "backends/cuda/cuda_device.h"
 #endif
 
 #ifndef MPB_VERSION
 #define MPB_VERSION "dev"
-#endif
-#ifndef MPB_GIT_COMMIT
-#define MPB_GIT_COMMIT "unknown"
 #endif
 #ifndef MPB_YAML_CPP_VERSION
 #define MPB_YAML_CPP_VERSION "unknown"
@@ -84,6 +84,9 @@ nlohmann::json machine_json() {
   m["os"] = os_pretty_name();
   utsname u{};
   m["kernel"] = uname(&u) == 0 ? std::string(u.release) : "unknown";
+  // A snapshot when the run starts (the clock under load is another matter;
+  // a governor other than "performance" lets it ramp during the run).
+  m["cpu_clocks"] = read_cpu_clocks().to_json();
   return m;
 }
 
@@ -109,17 +112,23 @@ nlohmann::json build_manifest(const ExperimentConfig& exp, const DeviceInfo& dev
   m["config_path"] = exp.path;
   nlohmann::json cells = nlohmann::json::array();
   nlohmann::json all = nlohmann::json::array();
+  nlohmann::json hashes = nlohmann::json::object();  // what report.py checks each cell file against
   for (const Cell& c : exp.cells) {
     cells.push_back(c.id);
-    all.push_back({{"id", c.id}, {"config", cell_config_to_json(c.config)}});
+    const nlohmann::json config = cell_config_to_json(c.config);
+    all.push_back({{"id", c.id}, {"config", config}});
+    hashes[c.id] = config_hash(config);
   }
   m["config_hash"] = config_hash(all);
   m["started"] = utc_now_iso8601();
   m["finished"] = nullptr;
   m["mpbench_version"] = MPB_VERSION;
-  m["git_commit"] = MPB_GIT_COMMIT;
+  m["git_commit"] = git_commit();
+  m["git"] = git_json();
   m["machine"] = machine_json();
   m["compiler"] = MPB_COMPILER;
+  m["build"] = build_json();
+  m["environment"] = overrides_json(find_overrides(process_environment()));
   m["libraries"] = libraries_json(dev);
   nlohmann::json d;
   d["kind"] = dev.kind;
@@ -131,6 +140,7 @@ nlohmann::json build_manifest(const ExperimentConfig& exp, const DeviceInfo& dev
   d["ceiling_gflops"] = ceiling_gflops;
   m["device"] = d;
   m["cells"] = cells;
+  m["cell_config_hashes"] = hashes;
   return m;
 }
 

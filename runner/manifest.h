@@ -12,7 +12,7 @@
 
 namespace mpb {
 
-nlohmann::json machine_json();    // hostname, CPU model, cores, flags, memory, OS, kernel
+nlohmann::json machine_json();    // hostname, CPU model, cores, flags, memory, OS, kernel, CPU clocks
 nlohmann::json libraries_json(const DeviceInfo& dev);
 std::string utc_now_iso8601();
 

@@ -9,10 +9,13 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/strings.h"
 #include "runner/config.h"
+#include "runner/config_limits.h"
+#include "train/cell_limits.h"
 
 namespace mpb {
 
@@ -162,6 +165,52 @@ bool matches(const Cell& cell, const Pattern& pattern) {
   });
 }
 
+// The exclude entries grouped by their set of keys: a cell is dropped when its
+// values of one group's keys are one of that group's rows. One hash lookup per
+// cell and group (usually one or two groups), instead of comparing every cell
+// with every entry, which for thousands of each took minutes.
+class ExcludeIndex {
+ public:
+  explicit ExcludeIndex(const std::vector<Pattern>& excludes) {
+    std::map<std::vector<std::string>, size_t> group_of;  // sorted keys -> groups_ index
+    for (Pattern entry : excludes) {
+      std::sort(entry.begin(), entry.end());  // an entry's keys are distinct (the loader checks)
+      std::vector<std::string> keys, values;
+      for (auto& [key, value] : entry) {
+        keys.push_back(key);
+        values.push_back(value);
+      }
+      const auto [it, fresh] = group_of.emplace(keys, groups_.size());
+      if (fresh) groups_.push_back(Group{std::move(keys), {}});
+      groups_[it->second].rows.insert(row(values));
+    }
+  }
+
+  bool excludes(const Cell& cell) const {
+    std::vector<std::string> values;
+    for (const Group& group : groups_) {
+      values.clear();
+      for (const std::string& key : group.keys) values.push_back(cell_value_string(cell, key));
+      if (group.rows.count(row(values))) return true;
+    }
+    return false;
+  }
+
+ private:
+  struct Group {
+    std::vector<std::string> keys;
+    std::unordered_set<std::string> rows;
+  };
+  // Length-prefixed, so that two lists of values never give the same row.
+  static std::string row(const std::vector<std::string>& values) {
+    std::string out;
+    for (const std::string& v : values) out += std::to_string(v.size()) + ":" + v;
+    return out;
+  }
+
+  std::vector<Group> groups_;
+};
+
 // A cell under construction, with where its values came from.
 struct Draft {
   Cell cell;
@@ -185,7 +234,7 @@ class Expansion {
   std::vector<Draft> product() const;
   Draft make_cell(const std::vector<const Assignment*>& assignments, const Origin& origin) const;
   void check_duplicates(const std::vector<Draft>& drafts) const;
-  void check_cell(const Draft& draft, bool reject_unsupported) const;
+  void check_cell(const Draft& draft, const LoadOptions& options) const;
   size_t find_baseline(const std::vector<Draft>& drafts) const;
 
   [[noreturn]] void fail(const Where& where, const std::string& path,
@@ -209,7 +258,8 @@ std::vector<Draft> Expansion::product() const {
     count *= axis.values.size();
     if (count > max_cells_) {
       fail(axis.values.front().origin.where, "matrix",
-           "the matrix expands to more than " + std::to_string(max_cells_) + " cells");
+           "the matrix expands to more than " + std::to_string(max_cells_) +
+               " cells (the product of the axis lengths, before exclude)");
     }
   }
   std::vector<Draft> drafts;
@@ -272,11 +322,14 @@ void Expansion::check_duplicates(const std::vector<Draft>& drafts) const {
   }
 }
 
-// The schema's per-cell checks, pointed at the value most specific to this cell
-// among the problem's keys: one the matrix or an include set, else one the base
-// set, else (defaults only) no position.
-void Expansion::check_cell(const Draft& draft, bool reject_unsupported) const {
-  const auto problem = check_cell_config(draft.cell.config, reject_unsupported);
+// The schema's per-cell checks, then the model's and the data's own rules and
+// the files the cell reads (train/cell_limits.h), pointed at the value most
+// specific to this cell among the problem's keys: one the matrix or an include
+// set, else one the base set, else (defaults only) no position.
+void Expansion::check_cell(const Draft& draft, const LoadOptions& options) const {
+  auto problem = check_cell_config(draft.cell.config, options.reject_unsupported);
+  if (!problem) problem = check_cell_model(draft.cell.config);
+  if (!problem && options.check_files) problem = check_cell_files(draft.cell.config);
   if (!problem) return;
   if (problem->unsupported) {  // at the value itself, as a value error
     const Origin* origin = find_origin(draft, problem->keys.front());
@@ -299,24 +352,45 @@ size_t Expansion::find_baseline(const std::vector<Draft>& drafts) const {
   if (!spec_.baseline) return 0;  // default: the first cell
   const Pattern& baseline = *spec_.baseline;
   std::vector<size_t> found;
-  std::vector<std::string> all_ids, found_ids;
   for (size_t i = 0; i < drafts.size(); ++i) {
-    all_ids.push_back("'" + drafts[i].cell.id + "'");
-    if (matches(drafts[i].cell, baseline)) {
-      found.push_back(i);
-      found_ids.push_back(all_ids.back());
-    }
+    if (matches(drafts[i].cell, baseline)) found.push_back(i);
   }
+  if (found.size() == 1) return found.front();
+  // A few cells, never all of them: a message listing 10,000 ids is unreadable.
+  const size_t shown = kBaselineCandidatesShown;
+  const auto quoted = [&](size_t i) { return "'" + drafts[i].cell.id + "'"; };
   if (found.empty()) {
+    // The nearest cells: the fewest of the baseline's keys with another value
+    // (the earlier cell on a tie), each with its values of those keys.
+    std::vector<std::pair<size_t, size_t>> by_distance;  // differing keys, cell index
+    for (size_t i = 0; i < drafts.size(); ++i) {
+      size_t differ = 0;
+      for (const auto& [key, value] : baseline) differ += cell_value_string(drafts[i].cell, key) != value;
+      by_distance.emplace_back(differ, i);
+    }
+    const size_t n = std::min(shown, by_distance.size());
+    std::partial_sort(by_distance.begin(), by_distance.begin() + static_cast<std::ptrdiff_t>(n),
+                      by_distance.end());
+    std::vector<std::string> nearest;
+    for (size_t j = 0; j < n; ++j) {
+      const Cell& cell = drafts[by_distance[j].second].cell;
+      std::vector<std::string> values;
+      for (const auto& [key, value] : baseline) {
+        const std::string actual = cell_value_string(cell, key);
+        if (actual != value) values.push_back(key + " is " + actual);
+      }
+      nearest.push_back(quoted(by_distance[j].second) + " (" + join(values, ", ") + ")");
+    }
     fail(spec_.baseline_at, "baseline",
-         describe(baseline) + " matches no cell (cells: " + join(all_ids, ", ") + ")");
+         describe(baseline) + " matches none of the " + std::to_string(drafts.size()) + " cells; nearest: " +
+             join(nearest, ", ") + (drafts.size() > n ? ", ..." : ""));
   }
-  if (found.size() > 1) {
-    fail(spec_.baseline_at, "baseline",
-         describe(baseline) + " matches " + std::to_string(found.size()) + " cells (" +
-             join(found_ids, ", ") + "); add keys so that it matches exactly one");
-  }
-  return found.front();
+  std::vector<std::string> listed;
+  for (size_t j = 0; j < std::min(shown, found.size()); ++j) listed.push_back(quoted(found[j]));
+  if (found.size() > shown) listed.push_back("and " + std::to_string(found.size() - shown) + " more");
+  fail(spec_.baseline_at, "baseline",
+       describe(baseline) + " matches " + std::to_string(found.size()) + " cells (" + join(listed, ", ") +
+           "); add keys so that it matches exactly one");
 }
 
 }  // namespace
@@ -327,11 +401,17 @@ std::vector<Cell> expand_matrix(const std::string& file, const MatrixSpec& spec,
   std::vector<Draft> drafts = expansion.product();
   // Excludes: drop a cell that matches every key of any entry. Includes come after,
   // so they may add back a cell that an exclude dropped.
-  const auto excluded = [&](const Draft& draft) {
-    return std::any_of(spec.excludes.begin(), spec.excludes.end(),
-                       [&](const Pattern& pattern) { return matches(draft.cell, pattern); });
-  };
+  const ExcludeIndex excludes(spec.excludes);
+  const auto excluded = [&](const Draft& draft) { return excludes.excludes(draft.cell); };
   drafts.erase(std::remove_if(drafts.begin(), drafts.end(), excluded), drafts.end());
+  const size_t max_cells = options.max_cells;
+  if (drafts.size() + spec.includes.size() > max_cells) {
+    const Include& entry = spec.includes[max_cells - std::min(max_cells, drafts.size())];
+    expansion.fail(entry.origin.where, entry.origin.path,
+                   "this include makes more than " + std::to_string(max_cells) + " cells (" +
+                       std::to_string(drafts.size()) + " from the matrix, " + std::to_string(spec.includes.size()) +
+                       " includes)");
+  }
   for (const auto& entry : spec.includes) {
     std::vector<const Assignment*> assignments;
     for (const auto& a : entry.assignments) assignments.push_back(&a);
@@ -341,12 +421,17 @@ std::vector<Cell> expand_matrix(const std::string& file, const MatrixSpec& spec,
     expansion.fail(spec.exclude_at, "exclude", "the matrix expands to zero cells after excludes");
   }
   expansion.check_duplicates(drafts);
-  for (const auto& draft : drafts) expansion.check_cell(draft, options.reject_unsupported);
+  for (const auto& draft : drafts) expansion.check_cell(draft, options);
 
   const size_t baseline = expansion.find_baseline(drafts);
   drafts[baseline].cell.is_baseline = true;
   std::vector<Cell> cells;
-  for (auto& draft : drafts) cells.push_back(std::move(draft.cell));
+  for (auto& draft : drafts) {
+    for (const auto& [key, o] : draft.origins) {
+      draft.cell.origins[key] = ValueOrigin{o.path, o.where.line, o.where.col, o.per_cell};
+    }
+    cells.push_back(std::move(draft.cell));
+  }
   return cells;
 }
 

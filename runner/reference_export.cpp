@@ -12,6 +12,7 @@
 #include "core/numerics.h"
 #include "runner/atomic_file.h"
 #include "runner/device_factory.h"
+#include "runner/memory_fit.h"
 #include "runner/safetensors.h"
 #include "train/cell_factory.h"
 #include "train/trainer.h"
@@ -208,6 +209,7 @@ int run_export_reference(const ExperimentConfig& exp, const std::string& filter,
     if (match.size() > 1) std::fprintf(stderr, "narrow it with --filter key=value[,key=value...]\n");
     return 2;
   }
+  if (const int rc = refuse_cells_that_cannot_fit(exp, match, "cpu")) return rc;  // it runs on the CPU
   try {
     export_reference(exp, *match.front(), dir);
   } catch (const std::exception& e) {

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <sstream>
 
+#include "runner/memory_fit.h"
 #include "runner/stats.h"
+#include "runner/utilization.h"
+#include "train/cell_limits.h"
 
 namespace mpb {
 
@@ -130,6 +133,7 @@ nlohmann::json repeat_result_json(int r, uint64_t seed, const RunRecord& rec, co
   j["peak_memory_bytes"] = memory_json(rec.memory);
   j["probed"] = rec.probed;
   j["flops_per_step"] = rec.flops_per_step;
+  j["recompute_flops_per_step"] = rec.recompute_flops_per_step;
   if (cfg.numerics_every > 0) j["numerics"] = numerics_json(rec, cfg.numerics_every, cfg.warmup_steps);
   return j;
 }
@@ -202,8 +206,28 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   s["gflops"] = gflops;
   s["ceiling_gflops"] = ctx.ceiling_gflops;
   s["ceiling_fraction"] = ctx.ceiling_gflops > 0 ? nlohmann::json(gflops / ctx.ceiling_gflops) : nlohmann::json(nullptr);
+  UtilizationInputs u;
+  u.device = ctx.device;
+  u.gemm = ctx.policy.gemm;
+  u.model_flops_per_step = j["flops_per_step"].get<double>();
+  u.recompute_flops_per_step = repeats.empty() ? 0.0 : repeats[0].value("recompute_flops_per_step", 0.0);
+  u.median_step_ms = med;
+  u.ceiling_gflops = ctx.ceiling_gflops;
+  s["utilization"] = utilization_json(u);
+  // Throttling in any repeat (GPU telemetry): flagged, the samples all kept.
+  nlohmann::json throttled = nullptr, reasons = nlohmann::json::array();
+  for (const auto& rep : repeats) {
+    const nlohmann::json& t = rep.value("gpu_telemetry", nlohmann::json());
+    if (!t.is_object()) continue;
+    throttled = (throttled.is_boolean() && throttled.get<bool>()) || t.at("throttled").get<bool>();
+    for (const auto& name : t.at("throttle_reasons"))
+      if (std::find(reasons.begin(), reasons.end(), name) == reasons.end()) reasons.push_back(name);
+  }
+  s["throttled"] = throttled;  // null: no telemetry (CPU, or no NVML)
+  s["throttle_reasons"] = reasons;
   for (auto& [k, v] : peak.items()) v = static_cast<size_t>(v.get<double>());
   s["peak_memory_bytes"] = peak;
+  s["estimated_memory_bytes"] = memory_estimate_json(estimate_cell_memory(cfg));  // runner/memory_fit.h
   s["final_loss"] = mean(final_losses);
   s["eval_loss"] = mean(eval_loss);
   s["eval_accuracy"] = mean(eval_acc);
@@ -313,6 +337,13 @@ std::string summary_csv(const std::vector<nlohmann::json>& cells) {
         << csv_field(c.at("config_hash")) << '\n';
   }
   return out.str();
+}
+
+bool cell_diverged(const nlohmann::json& cell) {
+  const nlohmann::json& s = cell.at("summary");
+  for (const char* k : {"final_loss", "eval_loss"})
+    if (!s.at(k).is_number() || !std::isfinite(s.at(k).get<double>())) return true;
+  return false;
 }
 
 }  // namespace mpb

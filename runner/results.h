@@ -44,6 +44,10 @@ std::vector<std::vector<double>> timed_steps(const nlohmann::json& cell);
 // speedup 1 and verdict "baseline".
 void apply_speedup(nlohmann::json& cell, const nlohmann::json* baseline);
 
+// The cell's training diverged: its final or eval loss is not a finite
+// number (NaN and infinities are written as null).
+bool cell_diverged(const nlohmann::json& cell);
+
 // summary.csv from cell result JSONs (in the given order).
 std::string summary_csv(const std::vector<nlohmann::json>& cells);
 

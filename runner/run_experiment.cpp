@@ -10,14 +10,20 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "core/precision.h"
 #include "runner/atomic_file.h"
 #include "runner/ceiling.h"
 #include "runner/device_factory.h"
+#include "runner/gpu_telemetry.h"
+#include "runner/hung_cell.h"
 #include "runner/machine_load.h"
 #include "runner/manifest.h"
+#include "runner/memory_fit.h"
+#include "runner/result_dir.h"
 #include "runner/results.h"
+#include "runner/terminal_table.h"
 #include "train/cell_factory.h"
 #include "train/trainer.h"
 
@@ -31,29 +37,6 @@ namespace {
 
 struct Interrupted {};
 
-std::string format_eta(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
-  long s = std::lround(seconds);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
-  return buf;
-}
-
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
-  return buf;
-}
-
-std::string percent(double f) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * f);
-  return buf;
-}
-
 // A JSON file on disk that --resume may keep: same cell and config.
 std::optional<nlohmann::json> matching_json(const fs::path& path, const Cell& cell) {
   if (!fs::exists(path)) return std::nullopt;
@@ -63,72 +46,6 @@ std::optional<nlohmann::json> matching_json(const fs::path& path, const Cell& ce
   } catch (const std::exception&) {
   }
   return std::nullopt;
-}
-
-// A cell id for the terminal table: long ones (an include with many keys)
-// keep their start and end; the files have the full id.
-std::string table_id(const std::string& id, size_t width) {
-  if (id.size() <= width) return id;
-  const size_t head = (width - 3) * 2 / 3, tail = width - 3 - head;
-  return id.substr(0, head) + "..." + id.substr(id.size() - tail);
-}
-
-// "1.07x", the interval "1.01-1.12", and what they mean.
-void speedup_columns(const nlohmann::json& s, std::string& speed, std::string& interval, std::string& note) {
-  speed = interval = "-";
-  if (s.at("speedup").is_null()) return;
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.2fx", s.at("speedup").get<double>());
-  speed = buf;
-  const nlohmann::json& iv = s.value("speedup_interval", nlohmann::json());
-  if (iv.is_object()) {
-    std::snprintf(buf, sizeof buf, "%.2f-%.2f", iv.at("lo").get<double>(), iv.at("hi").get<double>());
-    interval = buf;
-  }
-  const std::string verdict = s.value("speedup_verdict", nlohmann::json()).is_string() ? s.at("speedup_verdict").get<std::string>() : "";
-  if (verdict == "baseline") note = "(baseline)";
-  else if (verdict == "no measurable difference") note = "(no measurable difference)";
-}
-
-void print_table(const std::vector<nlohmann::json>& cells) {
-  constexpr size_t kMaxWidth = 96;
-  size_t w = 4;
-  for (const auto& c : cells) w = std::max(w, std::min(kMaxWidth, c.at("cell_id").get<std::string>().size()));
-  std::printf("\n%-*s  %12s  %8s  %11s  %10s  %8s  %11s  %9s\n", int(w), "cell", "samples/s", "speedup", "95% CI",
-              "step ms", "ceiling", "peak mem", "eval loss");
-  std::vector<std::string> noisy;
-  for (const auto& c : cells) {
-    const auto& s = c.at("summary");
-    std::string speed, interval, note;
-    speedup_columns(s, speed, interval, note);
-    const std::string frac = s.at("ceiling_fraction").is_number() ? percent(s.at("ceiling_fraction").get<double>()) : "-";
-    // A diverged cell (NaN loss) is a result, not an error: say so.
-    char eval[32] = "diverged";
-    if (s.at("eval_loss").is_number() && std::isfinite(s.at("eval_loss").get<double>()))
-      std::snprintf(eval, sizeof eval, "%.4f", s.at("eval_loss").get<double>());
-    const nlohmann::json& noise = s.value("noise", nlohmann::json());
-    if (noise.is_object() && noise.at("noisy").get<bool>()) {
-      note += note.empty() ? "(noisy)" : " (noisy)";
-      std::string why;
-      for (const auto& r : noise.at("reasons")) why += (why.empty() ? "" : "; ") + r.get<std::string>();
-      noisy.push_back(c.at("cell_id").get<std::string>() + ": " + why);
-    }
-    std::printf("%-*s  %12.1f  %8s  %11s  %10.2f  %8s  %11s  %9s%s%s\n", int(w), table_id(c.at("cell_id"), w).c_str(),
-                s.at("samples_per_s").get<double>(), speed.c_str(), interval.c_str(),
-                s.at("step_time_ms").at("median").get<double>(), frac.c_str(),
-                human_bytes(s.at("peak_memory_bytes").at("total").get<double>()).c_str(), eval,
-                note.empty() ? "" : "  ", note.c_str());
-  }
-  for (const std::string& n : noisy) std::printf("noisy: %s\n", n.c_str());
-}
-
-std::string load_warning(const std::string& when, const LoadWindow& w) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "machine busy %s: other processes used %.0f%% of the CPU time%s (load average %.2f)",
-                when.c_str(), 100 * w.other_cpu.value_or(0.0),
-                w.steal && *w.steal > 0.01 ? (", the hypervisor stole " + percent(*w.steal)).c_str() : "",
-                w.loadavg.empty() ? 0.0 : w.loadavg[0]);
-  return buf;
 }
 
 }  // namespace
@@ -144,17 +61,20 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "error: --filter: %s\n", e.what());
-    return 2;
+    return kExitBadInput;
   }
   std::stable_partition(cells.begin(), cells.end(), [](const Cell* c) { return c->is_baseline; });
   if (cells.empty()) {
     std::fprintf(stderr, "runner: --filter '%s' matches no cell of %s\n", opt.filter.c_str(), exp.path.c_str());
-    return 2;
+    return kExitBadInput;
   }
   nlohmann::json all_configs = nlohmann::json::array();
   for (const Cell& c : exp.cells) all_configs.push_back({{"id", c.id}, {"config", cell_config_to_json(c.config)}});
   const uint64_t seed = opt.order_seed.value_or(std::stoull(config_hash(all_configs), nullptr, 16));
   const RunPlan plan = make_run_plan(cells, opt.order, seed);
+
+  // A cell whose memory estimate can't fit the device fails now, before anything is built or written.
+  if (const int rc = refuse_cells_that_cannot_fit(exp, cells, opt.device.empty() ? exp.device : opt.device)) return rc;
 
   if (opt.dry_run) {
     std::printf("%s: %zu cell(s)%s, %zu repeat(s) in %s order (seed %llu)\n", exp.name.c_str(), cells.size(),
@@ -170,6 +90,13 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   std::unique_ptr<Device> probe = make_device(kind, &notice);  // DeviceError -> caller
   if (!notice.empty()) std::fprintf(stderr, "runner: %s\n", notice.c_str());
   const DeviceInfo info = probe->info();
+  // Clocks, power and throttling of the GPU during every repeat (NVML, when the driver has it).
+  std::string telemetry_why = "the CPU device has no GPU telemetry";
+  std::unique_ptr<GpuTelemetry> telemetry;
+  if (info.kind == "cuda") {
+    telemetry = GpuTelemetry::open(info.pci_bus_id, &telemetry_why);
+    if (!telemetry) std::fprintf(stderr, "runner: warning: no GPU telemetry: %s\n", telemetry_why.c_str());
+  }
 
   // What the models say about their cells before anything runs (BERT: GEMM
   // dimensions tensor cores dislike, and similar), once per distinct message.
@@ -205,12 +132,20 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
                         c->config.precision + "')");
     if (!ceiling.count(name)) {
       if (!opt.quiet) std::fprintf(stderr, "runner: measuring the %s GEMM ceiling on %s...\n", name.c_str(), info.name.c_str());
-      ceiling[name] = measure_gemm_ceiling(*probe, g);
+      ceiling[name] = measure_gemm_ceiling(*probe, g, 0, 5, &g_interrupted);
+      if (g_interrupted) {
+        std::fprintf(stderr, "\nrunner: interrupted while measuring the GEMM ceiling; nothing was written\n");
+        return kExitInterrupted;
+      }
       if (!opt.quiet) std::fprintf(stderr, "runner: %s ceiling %.1f GFLOP/s\n", name.c_str(), ceiling[name]);
     }
   }
 
   const fs::path dir = fs::path(opt.out_dir) / exp.name;
+  const ResultDirLock lock(dir);  // ResultDirBusy -> caller; held until we return
+  for (const StaleMove& m : sweep_result_dir(dir, exp.cells, cells, opt.resume ? EarlierResults::Keep
+                                                                                : EarlierResults::Replace))
+    if (!opt.quiet) std::fprintf(stderr, "runner: %s -> %s: %s\n", m.from.c_str(), m.to.c_str(), m.reason.c_str());
   fs::create_directories(dir / "cells");
   fs::create_directories(dir / "partial");
   nlohmann::json manifest = build_manifest(exp, info, ceiling);
@@ -221,6 +156,11 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     std::fprintf(stderr, "runner: warning: TESTING: every timed step sleeps %.3g ms (--inject-step-delay-ms); "
                  "these results are not measurements\n", opt.inject_step_delay_ms);
   }
+  if (!opt.inject_hang.empty()) {
+    manifest["testing"]["inject_hang"] = opt.inject_hang;
+    std::fprintf(stderr, "runner: warning: TESTING: cells matching '%s' hang after step 3 (--inject-hang)\n",
+                 opt.inject_hang.c_str());
+  }
   manifest["noise"] = noise;
   const std::string manifest_path = (dir / "manifest.json").string();
   write_file_atomic(manifest_path, manifest.dump(2) + "\n");
@@ -229,15 +169,16 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   // Repeats of a cell that are done while others are not yet: a sidecar that
   // --resume reads, replaced by the cell JSON once the last repeat is done.
   auto partial_path = [&](const Cell& c) { return dir / "partial" / (c.slug + ".json"); };
+  // A cell the watchdog found hung (runner/hung_cell.h): --resume skips it.
+  auto failed_path = [&](const Cell& c) { return dir / "failed" / (c.slug + ".json"); };
   std::map<const Cell*, std::vector<nlohmann::json>> partial;
-  std::set<const Cell*> finished;
+  std::set<const Cell*> finished, hung;
   for (const Cell* c : cells) {
-    if (!opt.resume) {
-      fs::remove(partial_path(*c));
-      continue;
-    }
+    if (!opt.resume) continue;  // the sweep above moved their earlier files to stale/
     if (matching_json(cell_path(*c), *c)) {
       finished.insert(c);
+    } else if (matching_json(failed_path(*c), *c)) {
+      hung.insert(c);
     } else if (auto p = matching_json(partial_path(*c), *c)) {
       for (const auto& rep : p->at("repeats"))
         if (rep.at("repeat").get<int>() < c->config.repeats) partial[c].push_back(rep);
@@ -247,16 +188,21 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   // Derived fields (speed-ups and their intervals) from every finished cell
   // on disk, so that a resumed run's cells all compare with the same
   // baseline result; then the CSV, in matrix order.
+  // The baseline is the one the experiment file names now: a resumed run
+  // whose baseline was edited recomputes every speed-up against it.
   auto finalize = [&]() {
     std::vector<nlohmann::json> done;
     std::vector<fs::path> paths;
+    std::vector<const Cell*> of;
     for (const Cell& c : exp.cells)
       if (auto j = matching_json(cell_path(c), c)) {
         done.push_back(*j);
         paths.push_back(cell_path(c));
+        of.push_back(&c);
       }
     auto update = [&](size_t i, const nlohmann::json* base) {
       nlohmann::json updated = done[i];
+      updated["is_baseline"] = of[i]->is_baseline;
       apply_speedup(updated, base);
       if (updated == done[i]) return;  // unchanged files are not rewritten
       write_file_atomic(paths[i].string(), updated.dump(1) + "\n");
@@ -264,7 +210,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     };
     const nlohmann::json* base = nullptr;
     for (size_t i = 0; i < done.size(); ++i)
-      if (done[i].at("is_baseline").get<bool>()) {
+      if (of[i]->is_baseline) {
         update(i, nullptr);
         base = &done[i];
       }
@@ -288,6 +234,14 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   size_t unit_no = 0;
   int interrupted = 0;
   std::set<const Cell*> said_skipped;
+  // The repeat now training, for the watchdog's thread (set before arm()).
+  std::atomic<const RunUnit*> training{nullptr};
+  Watchdog watchdog(opt.watchdog, [&](const WatchdogReport& r) {
+    const RunUnit* u = training.load();
+    if (!u) return;
+    record_hang_and_restart(failed_path(*u->cell), hung_cell_record(*u->cell, u->repeat, r));
+    std::_Exit(kExitFailure);  // exec failed; the training thread is stuck, so end here
+  });
   try {
     for (size_t ri = 0; ri < plan.rounds.size(); ++ri) {
       LoadSampler load;
@@ -300,10 +254,12 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         auto& reps = partial[&cell];
         const bool have = std::any_of(reps.begin(), reps.end(),
                                       [&](const nlohmann::json& r) { return r.at("repeat") == unit.repeat; });
-        if (finished.count(&cell) || have) {
+        if (finished.count(&cell) || hung.count(&cell) || have) {
           if (!opt.quiet && said_skipped.insert(&cell).second)
             std::fprintf(stderr, "[%zu/%zu] %s: %s earlier, skipped (--resume)\n", unit_no, units, cell.id.c_str(),
-                         finished.count(&cell) ? "finished" : "some repeats finished");
+                         finished.count(&cell) ? "finished"
+                         : hung.count(&cell)   ? "hung (failed/" "*.json; rerun without --resume to retry)"
+                                               : "some repeats finished");
           steps_done += cfg.steps;
           continue;
         }
@@ -316,12 +272,21 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
           std::fprintf(stderr, "%s[%zu/%zu] round %zu/%zu  %s  repeat %d/%d  starting%s", tty ? "\r\033[K" : "",
                        unit_no, units, ri + 1, plan.rounds.size(), cell.id.c_str(), unit.repeat + 1, cfg.repeats,
                        tty ? "" : "\n");
-        const double repeat_ceiling = measure_gemm_ceiling(*probe, gemm_mode, 0, 3);
+        const double repeat_ceiling = measure_gemm_ceiling(*probe, gemm_mode, 0, 3, &g_interrupted);
+        if (g_interrupted) throw Interrupted{};
         ceiling[mode_name] = std::max(ceiling[mode_name], repeat_ceiling);
 
         const int r = unit.repeat;
         const std::string started = utc_now_iso8601();
         const double started_s = since_start();
+        // Watched from here to the last step: set-up (device, data, model) included.
+        training = &unit;
+        watchdog.arm("cell " + cell.id + " repeat " + std::to_string(r + 1), cfg.steps);
+        struct Disarm {
+          Watchdog& w;
+          ~Disarm() { w.disarm(); }
+        } disarm{watchdog};
+        const bool plant_hang = !opt.inject_hang.empty() && cell_matches_filter(cell, opt.inject_hang);
         // A fresh device per repeat: peak memory is this run's alone.
         std::unique_ptr<Device> dev = make_device(info.kind);
         std::unique_ptr<Dataset> data = build_dataset(cfg, cfg.seed + r);
@@ -329,8 +294,12 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         const int every = std::max(1, cfg.steps / 5);
         TrainOptions train_opt;
         train_opt.inject_step_delay_ms = opt.inject_step_delay_ms;
+        if (telemetry) telemetry->begin();
         RunRecord rec = train(*dev, *model, *data, cfg, [&](int step, const RunRecord& rr) {
           if (g_interrupted) throw Interrupted{};
+          watchdog.progress(step);
+          if (plant_hang && step == std::min(3, cfg.steps))
+            for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // deaf to Ctrl-C, as a real hang is
           steps_done += 1;
           if (opt.quiet || (!tty && step % every != 0 && step != cfg.steps)) return;
           const double eta = since_start() / steps_done * (steps_total - steps_done);
@@ -341,6 +310,8 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         }, train_opt);
         if (tty && !opt.quiet) std::fprintf(stderr, "\n");
         nlohmann::json rep = repeat_result_json(r, cfg.seed + r, rec, cfg);
+        rep["gpu_telemetry"] = telemetry ? telemetry->end() : nlohmann::json(nullptr);
+        if (!telemetry) rep["gpu_telemetry_why"] = telemetry_why;
         rep["order"] = run_order_name(plan.order);
         rep["round"] = int(ri);  // manifest order.rounds[round][position] is this repeat
         rep["position"] = int(pos);
@@ -395,9 +366,14 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   }
   std::vector<nlohmann::json> written = finalize();
   if (fs::is_empty(dir / "partial")) fs::remove(dir / "partial");
+  // Cells the watchdog found hung, in this run or (with --resume) an earlier one.
+  nlohmann::json failed_cells = nlohmann::json::array();
+  for (const Cell& c : exp.cells)
+    if (auto f = matching_json(failed_path(c), c)) failed_cells.push_back(*f);
+  manifest["failed_cells"] = failed_cells;
   if (interrupted) {
     write_file_atomic(manifest_path, manifest.dump(2) + "\n");
-    return 130;
+    return kExitInterrupted;
   }
   manifest["finished"] = utc_now_iso8601();
   manifest["device"]["ceiling_gflops"] = ceiling;  // the best of the start and per-repeat measurements
@@ -407,7 +383,21 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     for (const auto& w : manifest["noise"]["warnings"]) std::printf("warning: %s\n", w.get<std::string>().c_str());
     std::printf("\nresults: %s\n", dir.string().c_str());
   }
-  return 0;
+  for (const auto& f : failed_cells)
+    std::fprintf(stderr, "runner: %s: %s (repeat %d; failed/%s.json)\n", f.at("cell_id").get<std::string>().c_str(),
+                 f.at("reason").get<std::string>().c_str(), f.at("repeat").get<int>() + 1,
+                 cell_slug(f.at("cell_id").get<std::string>()).c_str());
+  if (!failed_cells.empty()) return kExitFailure;
+  // A diverged cell is a result (its losses are null, the table says
+  // "diverged"), so by default the run succeeded; CI that wants to notice asks.
+  std::vector<std::string> diverged;
+  for (const auto& c : written)
+    if (cell_diverged(c)) diverged.push_back(c.at("cell_id").get<std::string>());
+  if (!diverged.empty() && opt.fail_on_divergence) {
+    for (const std::string& id : diverged) std::fprintf(stderr, "runner: diverged: %s\n", id.c_str());
+    return kExitDiverged;
+  }
+  return kExitOk;
 }
 
 }  // namespace mpb

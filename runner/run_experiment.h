@@ -8,6 +8,7 @@
 
 #include "runner/config.h"
 #include "runner/run_plan.h"
+#include "runner/watchdog.h"
 
 namespace mpb {
 
@@ -23,12 +24,27 @@ struct RunOptions {
   // Testing only: a planted slowdown in every timed step, recorded in the
   // manifest (testing.inject_step_delay_ms) and warned about.
   double inject_step_delay_ms = 0.0;
+  bool fail_on_divergence = false;  // exit kExitDiverged when a cell's loss went non-finite
+  WatchdogLimits watchdog;           // --stall-timeout, --cell-timeout
+  // Testing only: cells matching this --filter expression hang after step 3
+  // of every repeat (a planted hang for the watchdog's test; in the manifest).
+  std::string inject_hang;
+};
+
+// The runner's exit codes (docs/RESULTS.md).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,       // the device or a run failed, or a cell hung; finished cells are kept
+  kExitBadInput = 2,      // bad experiment file or command line; nothing written
+  kExitDiverged = 3,      // --fail-on-divergence and a cell diverged; every result written
+  kExitBusy = 4,          // another runner is writing the same results directory; nothing written
+  kExitInterrupted = 130  // Ctrl-C / SIGTERM; finished cells and repeats kept (--resume)
 };
 
 // Set by the SIGINT handler; checked between steps.
 extern std::atomic<bool> g_interrupted;
 
-// Returns the process exit code: 0 done, 1 device/runtime failure, 130 interrupted.
+// Returns the process exit code (ExitCode). Throws DeviceError, ResultDirBusy.
 int run_experiment(const ExperimentConfig& exp, const RunOptions& opt);
 
 }  // namespace mpb

@@ -22,6 +22,11 @@ against their threshold directly.
 When BASE and NEW come from different machines (manifest device kind/name/GPU)
 nothing is a regression: the output is a generation table instead.
 
+Either way the output names every environment field that differs between the
+two manifests (machine, CPU governor, libraries, compiler and build flags, git
+commit and dirty flag, environment overrides; JSON "environment_differences"),
+so a change can be read next to what else changed.
+
 Exit status: 0 nothing regressed; 1 something regressed, a cell of BASE is
 missing from NEW (unless --allow-missing), no cell is in both sets, or (with
 --strict) a change is suspect; 2 usage error or unreadable input (the message
@@ -40,7 +45,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpbench_results as mr  # noqa: E402
 from generations import ratio_of, report_generations  # noqa: E402
-from mpbench_results import format_table  # noqa: E402
+from mpbench_results import environment_differences, environment_text, format_table  # noqa: E402
 from mpbench_stats import BLOCKS_PER_REPEAT, block_medians, pooled_log_sd, pooled_t_test, u_test  # noqa: E402,F401
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
@@ -293,6 +298,11 @@ def compare_sets(base, new, opts):
     spreads = repeat_spreads(pairs)
     comparison.spreads = spreads
     for cell, other in pairs:
+        for role, c in (("BASE", cell), ("NEW", other)):
+            if c.summary.get("throttled") is True:  # GPU telemetry (NVML); the samples are all in the cell
+                reasons = ", ".join(c.summary.get("throttle_reasons") or []) or "reason not given"
+                comparison.warnings.append(f"{c.cell_id}: the GPU throttled its clocks in {role} ({reasons}): "
+                                           "a timing change may be power or heat, not the code")
         if cell.config_hash and other.config_hash and cell.config_hash != other.config_hash:
             comparison.warnings.append(f"{cell.cell_id}: configuration differs (config_hash "
                                        f"{cell.config_hash} vs {other.config_hash}); comparing anyway")
@@ -397,9 +407,10 @@ def print_only_in(comparison):
             print(f"\nOnly in {role} ({len(ids)}): " + ", ".join(ids))
 
 
-def print_comparison(base, new, comparison, opts):
+def print_comparison(base, new, comparison, opts, environment=()):
     print(describe_set("BASE", base))
     print(describe_set("NEW", new))
+    print(environment_text(environment) + "\n")
     print(f"threshold {100 * opts.threshold:g}% (throughput, step time, peak memory), "
           f"loss threshold {100 * opts.loss_threshold:g}%, alpha {opts.alpha:g}"
           f"{', strict' if opts.strict else ''}{', missing cells allowed' if opts.allow_missing else ''}\n")
@@ -502,10 +513,12 @@ def run(args):
         payload.update(base=set_json(base), new=set_json(new))
         same_machine = base.machine_identity() == new.machine_identity()
         payload["same_machine"] = same_machine
+        environment = environment_differences(base.manifest, new.manifest)
+        payload["environment_differences"] = environment
         if same_machine:
             opts = Options(args.threshold, args.loss_threshold, args.alpha, args.strict, args.allow_missing)
             comparison = compare_sets(base, new, opts)
-            print_comparison(base, new, comparison, opts)
+            print_comparison(base, new, comparison, opts, environment)
             why = failures(comparison, opts)
             payload.update(results=[r.to_json() for r in comparison.results],
                            only_in_base=comparison.only_in_base, only_in_new=comparison.only_in_new,
@@ -520,6 +533,7 @@ def run(args):
         else:
             print(describe_set("BASE", base))
             print(describe_set("NEW", new))
+            print(environment_text(environment))
             print(f"\nBASE and NEW ran on different machines ({base.machine_label()} vs {new.machine_label()}): "
                   "differences are generational, not regressions; no verdicts.\n")
             payload["generations"] = report_generations([base, new], plot_path(args), "Generation table")

@@ -16,8 +16,8 @@ Two knobs make regression tests exact:
 
 The fields of issue 8 (run order and rounds, speed-up intervals and verdicts,
 step-time noise, machine load) are written like the runner writes them:
-repeats run in interleaved rounds (`order`), the interval is a cluster
-bootstrap over repeats, and `busy_rounds` / `noisy_cells` make a round look
+repeats run in interleaved rounds (`order`), the interval is runner/stats.cpp's
+Student t (paired over rounds when interleaved, Welch otherwise), and `busy_rounds` / `noisy_cells` make a round look
 busy or a cell noisy (with their own random draws, so the timing of
 everything else is unchanged). `legacy=True` leaves all of them out, as an
 older runner did. `BERT_INCLUDE` adds a BERT cell (another model than the
@@ -316,37 +316,43 @@ def step_noise(timed):
             "samples": int(steps.size), "noisy": bool(reasons), "reasons": reasons, "outlier_rule": OUTLIER_RULE}
 
 
-def resampling_units(timed, blocks_if_one=5):
-    """The runner's bootstrap units: whole repeats, or one repeat cut into consecutive blocks."""
+def interval_units(timed, blocks_if_one=5):
+    """runner/stats.cpp interval_units: whole repeats, or one repeat cut into consecutive blocks."""
     units = [t for t in timed if t.size]
     if len(units) != 1:
         return units
     return [b for b in np.array_split(units[0], min(blocks_if_one, units[0].size)) if b.size]
 
 
-def pooled_medians(units, rng, resamples):
-    """Median of the pooled steps of len(units) units drawn with replacement, per resample."""
-    picks = rng.integers(0, len(units), size=(resamples, len(units)))
-    if len({u.size for u in units}) == 1:                         # the usual case: vectorised
-        return np.median(np.stack(units)[picks].reshape(resamples, -1), axis=1)
-    return np.array([np.median(np.concatenate([units[i] for i in row])) for row in picks])
-
-
-def speedup_interval(base_timed, base_batch, timed, batch, seed, resamples=2000, confidence=0.95):
-    """summary.speedup_interval: percentile interval of a cluster bootstrap of the ratio of
-    (batch / median step) over the baseline's; None with fewer than two units a side."""
-    base_units, units = resampling_units(base_timed), resampling_units(timed)
+def speedup_interval(base_timed, base_batch, timed, batch, paired, confidence=0.95):
+    """summary.speedup_interval as runner/stats.cpp computes it: Student t on the log
+    medians of the units, paired over interleaved rounds, else Welch; None with fewer
+    than two units a side."""
+    from scipy.stats import t as student_t
+    paired = paired and len(base_timed) == len(timed) >= 2 and all(t.size for t in base_timed + timed)
+    base_units = base_timed if paired else interval_units(base_timed)
+    units = timed if paired else interval_units(timed)
     if len(base_units) < 2 or len(units) < 2:
         return None
-    rng = np.random.default_rng([seed, zlib.crc32(b"bootstrap")])
-    ratios = (batch / pooled_medians(units, rng, resamples)) / (base_batch / pooled_medians(base_units, rng, resamples))
-    tail = (1 - confidence) / 2
-    by_repeats = len(base_timed) >= 2 and len(timed) >= 2
-    return {"lo": float(np.quantile(ratios, tail)), "hi": float(np.quantile(ratios, 1 - tail)),
-            "confidence": confidence, "resamples": resamples,
-            "method": "cluster bootstrap over repeats (each resample pools whole repeats' steps)" if by_repeats
-                      else "block bootstrap within a single repeat (consecutive blocks; sees drift within the run, "
-                           "not run-to-run noise: use repeats >= 2 for an honest interval)",
+    lb = np.log([np.median(u) for u in base_units])
+    lc = np.log([np.median(u) for u in units])
+    log_batch = math.log(batch / base_batch)
+    if paired:
+        d = log_batch + lb - lc
+        centre, se, df = d.mean(), d.std(ddof=1) / math.sqrt(d.size), d.size - 1.0
+        method = ("paired t over rounds (repeat i of both cells ran in round i of the interleaved order; Student t "
+                  "on the rounds' log ratios of median step times)")
+    else:
+        vb, vc = lb.var(ddof=1) / lb.size, lc.var(ddof=1) / lc.size
+        centre, se = log_batch + lb.mean() - lc.mean(), math.sqrt(vb + vc)
+        df = (vb + vc) ** 2 / (vb * vb / (lb.size - 1) + vc * vc / (lc.size - 1)) if vb + vc > 0 else float("nan")
+        method = ("Welch t over repeats (each side's log median step times, independent samples)"
+                  if len(base_timed) >= 2 and len(timed) >= 2 else
+                  "Welch t over consecutive blocks of a single repeat (sees drift within the run, not run-to-run "
+                  "noise: use repeats >= 2 for an honest interval)")
+    half = float(student_t.ppf(0.5 + confidence / 2, df)) * se if se > 0 else 0.0
+    return {"lo": math.exp(centre - half), "hi": math.exp(centre + half), "confidence": confidence,
+            "method": method, "df": df if math.isfinite(df) else None,
             "units": {"baseline": len(base_units), "cell": len(units)}}
 
 
@@ -420,12 +426,16 @@ def write_summary_csv(path, cells, axis_keys, legacy=False):
 
 
 def run_plan(ids, repeats, mode, seed):
-    """manifest.order.rounds: interleaved runs one repeat of every cell per round, in a
-    seeded shuffle; sequential runs every repeat of a cell in one round, cell by cell."""
+    """manifest.order.rounds: interleaved runs one repeat of every cell per round, even
+    rounds in a seeded shuffle and odd ones in the reverse of the round before (as
+    runner/run_plan.cpp); sequential runs every repeat of a cell in one round, cell by cell."""
     if mode == "sequential":
         return [[cid] * repeats for cid in ids]
     rng = np.random.default_rng([seed, zlib.crc32(b"order")])
-    return [[ids[i] for i in rng.permutation(len(ids))] for _ in range(repeats)]
+    rounds = []
+    for r in range(repeats):
+        rounds.append(rounds[-1][::-1] if r % 2 else [ids[i] for i in rng.permutation(len(ids))])
+    return rounds
 
 
 def iso_after(start, seconds):
@@ -442,6 +452,22 @@ def load_window(rng, busy_fraction, round_=None):
               "other_cpu_fraction": round(other, 4), "steal_fraction": 0.0, "seconds": 0.5,
               "busy": other > BUSY_OTHER_CPU_FRACTION}
     return window if round_ is None else dict({"round": round_}, **window)
+
+
+def environment_fields(profile):
+    """The manifest's build and environment record (issue 18) as the runner writes it."""
+    return {
+        "git": {"commit": "synthetic", "dirty": False, "source": "build", "why": None},
+        "build": {"compiler": "GNU 12.2.0", "type": "Release", "cxx_flags": " -O3 -DNDEBUG",
+                  "options": "MPB_NATIVE=ON MPB_WERROR=OFF MPB_CUDA=" + ("ON" if profile["device"]["kind"] == "cuda"
+                                                                         else "AUTO"),
+                  "why": None,
+                  "compiled_with": {"optimized": True, "ndebug": True, "fast_math": False,
+                                    "isa": ["avx2", "fma", "f16c", "avx512f", "avx512bf16"]}},
+        "environment": {"overrides": {}, "checked": ["NVIDIA_TF32_OVERRIDE", "CUBLAS_WORKSPACE_CONFIG", "CUBLAS_*",
+                                                     "CUBLASLT_*", "CUDNN_*", "CUDA_LAUNCH_BLOCKING",
+                                                     "ONEDNN_*", "OMP_NUM_THREADS"]},
+    }
 
 
 def make_result_set(out_dir, *, experiment="synthetic", machine="cpu", repeats=5, steps=60, seed=1,
@@ -506,7 +532,7 @@ def make_result_set(out_dir, *, experiment="synthetic", machine="cpu", repeats=5
             interval = None
             if not is_base and same_model:
                 interval = speedup_interval(base_timed, base_config["batch_size"], timed, config["batch_size"],
-                                            seed=zlib.crc32(cell_id(axes).encode()))
+                                            paired=order != "sequential")
             summary["speedup_interval"] = interval
             summary["speedup_verdict"] = ("baseline" if is_base else verdict_of(interval) if interval else None)
             summary["noise"] = step_noise(timed)
@@ -552,6 +578,11 @@ def make_result_set(out_dir, *, experiment="synthetic", machine="cpu", repeats=5
         "cells": ids,
     }
     if not legacy:
+        manifest.update(environment_fields(profile))
+        manifest["machine"]["cpu_clocks"] = {
+            "governor": "performance", "governors": {"performance": 16}, "mhz": 3500.0, "mhz_min": 3490.0,
+            "mhz_max": 3510.0, "mhz_source": "cpufreq scaling_cur_freq", "why": None}
+        manifest["cell_config_hashes"] = {c["cell_id"]: c["config_hash"] for c in cells}
         load = rng_for(noise_seed, "load")
         rounds = [load_window(load, busy_rounds.get(ri, 0.0), ri) for ri in range(len(plan))]
         when = [f"during round {ri + 1}" if order != "sequential" else f"while {plan[ri][0]} ran"

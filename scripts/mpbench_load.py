@@ -19,6 +19,7 @@ CELL_SCHEMA = "mpbench.cell/1"
 MANIFEST_SCHEMA = "mpbench.manifest/1"
 
 _REQUIRED_CELL_KEYS = ("cell_id", "axes", "repeats", "summary")
+_OBJECT_CELL_KEYS = ("axes", "config", "device", "precision", "testing")
 
 
 class ResultsError(Exception):
@@ -57,6 +58,19 @@ def _check_cell(path, data):
             raise ResultsError(path, f"missing required key {key!r}")
     if not isinstance(data["repeats"], list) or not isinstance(data["summary"], dict):
         raise ResultsError(path, "'repeats' must be a list and 'summary' an object")
+    if not isinstance(data["cell_id"], str):
+        raise ResultsError(path, f"'cell_id' must be a string, not {type(data['cell_id']).__name__}")
+    # Optional objects (null or absent is fine) that the scripts index by key:
+    # a list or a number there is a damaged file, not a crash (issue 13 D8).
+    for key in _OBJECT_CELL_KEYS:
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise ResultsError(path, f"{key!r} must be an object, not {type(data[key]).__name__}")
+    for i, rep in enumerate(data["repeats"]):
+        if not isinstance(rep, dict):
+            raise ResultsError(path, f"repeats[{i}] must be an object, not {type(rep).__name__}")
+        for key in ("loss", "step_time_ms"):
+            if rep.get(key) is not None and not isinstance(rep[key], list):
+                raise ResultsError(path, f"repeats[{i}].{key} must be a list, not {type(rep[key]).__name__}")
 
 
 def load_cell(path):
@@ -120,5 +134,18 @@ def load_results(path):
         for cell in stale:
             print(f"note: {cell.path}: not a cell of this run (manifest.json), ignored", file=sys.stderr)
         cells = [c for c in cells if c.cell_id in planned]
+    # A cell file whose configuration is not the one the manifest's run had
+    # (an edited experiment resumed by an older runner, or files copied
+    # together by hand) would mix two experiments in one table: refuse it.
+    # The runner moves such files to stale/ before it writes anything.
+    hashes = manifest.get("cell_config_hashes")
+    if isinstance(hashes, dict):
+        for cell in cells:
+            want = hashes.get(cell.cell_id)
+            got = cell.config_hash
+            if want is not None and got != want:
+                raise ResultsError(cell.path, f"config_hash {got!r} differs from the manifest's {want!r} for cell "
+                                   f"{cell.cell_id!r}: this cell ran with another configuration than the rest of "
+                                   "the set (rerun the runner with --resume: it moves stale cells to stale/)")
     cells.sort(key=_cell_order_key(manifest))
     return ResultSet(path=path, manifest=manifest, cells=cells)

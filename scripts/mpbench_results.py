@@ -11,14 +11,16 @@ ceilings are added by later runner issues), so accessors return None or empty
 arrays instead of raising; only a structurally broken file raises
 `ResultsError`, which always names the offending file.
 
-The code lives in four modules with one job each; this one only gathers them:
-  mpbench_values     JSON numbers and config settings, and their text (tables, bytes)
-  mpbench_cell       one cell file: `Cell`, its speed-up interval and step noise
-  mpbench_resultset  one run: `ResultSet`, run order, machine load, machine identity
-  mpbench_load       the files on disk: finding, reading and checking them
+The code lives in five modules with one job each; this one only gathers them:
+  mpbench_values       JSON numbers and config settings, and their text (tables, bytes)
+  mpbench_cell         one cell file: `Cell`, its speed-up interval and step noise
+  mpbench_resultset    one run: `ResultSet`, run order, machine load, machine identity
+  mpbench_environment  which environment fields of two manifests differ
+  mpbench_load         the files on disk: finding, reading and checking them
 """
 
 from mpbench_cell import Cell, SpeedupInterval, StepNoise
+from mpbench_environment import environment_differences, environment_text
 from mpbench_load import (CELL_SCHEMA, MANIFEST_SCHEMA, ResultsError, load_cell, load_results,
                           read_json)
 from mpbench_resultset import (LoadSample, ResultSet, RunNoise, RunOrder, fp32_reference,
@@ -30,6 +32,7 @@ from mpbench_values import (FP16_MAX_LOG2, FP16_MIN_NORMAL_LOG2, FP16_MIN_SUBNOR
 
 __all__ = [
     "Cell", "SpeedupInterval", "StepNoise",
+    "environment_differences", "environment_text",
     "CELL_SCHEMA", "MANIFEST_SCHEMA", "ResultsError", "load_cell", "load_results", "read_json",
     "LoadSample", "ResultSet", "RunNoise", "RunOrder", "fp32_reference", "machine_identity", "machine_label",
     "FP16_MAX_LOG2", "FP16_MIN_NORMAL_LOG2", "FP16_MIN_SUBNORMAL_LOG2", "MEMORY_CATEGORIES", "PRECISION_ORDER",

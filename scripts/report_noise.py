@@ -16,6 +16,12 @@ def report_notes(rs, plots):
     if not rs.finished():
         notes.append("The run has not finished (manifest.json has no 'finished' time): results are partial.")
     missing = rs.missing_cells()
+    failed = {f.get("cell_id"): f for f in (rs.manifest.get("failed_cells") or []) if isinstance(f, dict)}
+    hung = [cid for cid in missing if cid in failed]
+    for cid in hung:  # the runner's watchdog ended them (docs/RESULTS.md, failed/)
+        notes.append(f"Cell {cid} hung and has no results: {failed[cid].get('reason', 'no reason recorded')} "
+                     f"(repeat {int(failed[cid].get('repeat', 0)) + 1}).")
+    missing = [cid for cid in missing if cid not in failed]
     if missing:
         notes.append(f"{len(missing)} planned cell(s) have no results: " + ", ".join(missing))
     if rs.baseline() is None:
@@ -36,6 +42,16 @@ def report_notes(rs, plots):
     for (precision, how), ids in emulated.items():
         notes.append(f"{precision} is emulated on this device ({how}) in {len(ids)} cell(s): its throughput "
                      "measures the emulation, not hardware support for that precision. Cells: " + "; ".join(ids))
+    throttled = [c for c in display_order(rs) if c.summary.get("throttled") is True]
+    if throttled:
+        names = "; ".join(f"{c.cell_id} ({', '.join(c.summary.get('throttle_reasons') or []) or 'reason not given'})"
+                          for c in throttled)
+        notes.append(f"The GPU throttled its clocks during {len(throttled)} cell(s) (NVML; every sample kept, "
+                     f"see repeats[].gpu_telemetry): their speed is lower than the GPU can sustain. Cells: {names}")
+    for c in display_order(rs):
+        util = c.summary.get("utilization")
+        if isinstance(util, dict) and isinstance(util.get("warning"), str):
+            notes.append(f"{c.cell_id}: {util['warning']}.")
     noise = rs.noise()
     if (noise and noise.busy) or rs.noisy_cells():
         notes.append("The machine was busy during the run or some cells' step times were noisy: see Noise.")

@@ -3,31 +3,45 @@
 #include <stdexcept>
 
 #include "config/schema.h"
-#include "models/bert.h"
 #include "models/mlm_data.h"
-#include "models/mlp.h"
 #include "models/teacher_data.h"
+#include "train/cell_limits.h"
 
 namespace mpb {
 
 namespace {
 
-// The configuration checks (config/schema.h: the one place that knows them), for
-// configurations that did not come through the loader (benchmarks, tests).
+// The configuration checks (config/schema.h and train/cell_limits.h: the places
+// that know them), for configurations that did not come through the loader
+// (benchmarks, tests). The loader also checks the data files; from_text does here.
 void check(const CellConfig& cfg) {
   if (const auto problem = check_cell_config(cfg)) throw std::invalid_argument(problem->message);
-}
-
-// The vocabulary the data source produces (the model's embedding rows).
-int token_vocab(const CellConfig& cfg) {
-  if (cfg.data.kind == DataKind::Text) return 256 + MlmData::kSpecials;  // byte-level
-  return cfg.data.vocab;  // markov: data.vocab includes the 4 special tokens
+  if (const auto problem = check_cell_model(cfg)) throw std::invalid_argument(problem->message);
 }
 
 MlmOptions mlm_options(const CellConfig& cfg) {
   MlmOptions o;
   o.seq_len = cfg.model.seq_len;
   return o;
+}
+
+}  // namespace
+
+int token_vocab(const CellConfig& cfg) {
+  if (cfg.data.kind == DataKind::Text) return 256 + MlmData::kSpecials;  // byte-level
+  return cfg.data.vocab;  // markov: data.vocab includes the 4 special tokens
+}
+
+MlpConfig mlp_config(const CellConfig& cfg) {
+  MlpConfig m;
+  m.input_dim = cfg.data.input_dim;
+  m.width = cfg.model.width;
+  m.hidden_layers = cfg.model.hidden_layers;
+  m.classes = cfg.data.classes;
+  m.activation = cfg.model.activation;
+  m.init_scale = cfg.model.init_scale;
+  m.fused = cfg.fused;
+  return m;
 }
 
 BertConfig bert_config(const CellConfig& cfg) {
@@ -45,27 +59,15 @@ BertConfig bert_config(const CellConfig& cfg) {
   c.fused = cfg.fused;
   c.checkpointing = cfg.checkpointing;
   c.checkpoint_k = cfg.checkpoint_k;
-  validate_bert(c);
   return c;
 }
-
-}  // namespace
 
 std::unique_ptr<Model> build_model(Device& dev, const CellConfig& cfg, uint64_t seed) {
   check(cfg);
   const int64_t micro = cfg.batch_size / cfg.accumulation;
   switch (cfg.model.kind) {
-    case ModelKind::Mlp: {
-      MlpConfig m;
-      m.input_dim = cfg.data.input_dim;
-      m.width = cfg.model.width;
-      m.hidden_layers = cfg.model.hidden_layers;
-      m.classes = cfg.data.classes;
-      m.activation = cfg.model.activation;
-      m.init_scale = cfg.model.init_scale;
-      m.fused = cfg.fused;
-      return make_mlp(dev, m, cfg.policy, micro, seed);
-    }
+    case ModelKind::Mlp:
+      return make_mlp(dev, mlp_config(cfg), cfg.policy, micro, seed);
     case ModelKind::Bert:
       return make_bert(dev, bert_config(cfg), cfg.policy, micro, seed);
   }

@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
-#include "models/dataset.h"
-#include "models/model.h"
 #include "config/cell_config.h"
+#include "core/device.h"
+#include "models/bert.h"
+#include "models/dataset.h"
+#include "models/mlp.h"
+#include "models/model.h"
 
 namespace mpb {
 
@@ -24,5 +26,13 @@ std::unique_ptr<Dataset> build_dataset(const CellConfig& cfg, uint64_t seed);
 // Things worth telling the user about a cell before it runs (for BERT: GEMM
 // dimensions that are not multiples of 8, and similar).
 std::vector<std::string> cell_warnings(const CellConfig& cfg);
+
+// The model configurations a cell's keys map to, as build_model makes them
+// (not validated: check_cell_model in train/cell_limits.h says what is wrong).
+MlpConfig mlp_config(const CellConfig& cfg);
+// The preset model.size, with model.layers/hidden/heads/ffn > 0 overriding it.
+BertConfig bert_config(const CellConfig& cfg);
+// The vocabulary the data source produces (BERT's embedding rows).
+int token_vocab(const CellConfig& cfg);
 
 }  // namespace mpb

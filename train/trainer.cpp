@@ -28,6 +28,7 @@ Trainer::Trainer(Device& dev, Model& model, const Dataset& data, const CellConfi
   y_ = dev.alloc(Shape{model.micro_batch() * data.labels_per_sample()}, DType::I32, MemCategory::Activations);
   timer_ = dev.make_timer();
   rec_.flops_per_step = model.train_flops_per_sample() * double(cfg.batch_size);
+  rec_.recompute_flops_per_step = model.recompute_flops_per_sample() * double(cfg.batch_size);
 }
 
 Trainer::~Trainer() { model_.set_probe({}); }
@@ -209,6 +210,17 @@ RunRecord train(Device& dev, Model& model, const Dataset& data, const CellConfig
   t.record().evals.push_back(t.evaluate(cfg.steps));
   t.record().memory = dev.memory().snapshot();
   return t.record();
+}
+
+// Mirrors the Trainer constructor (m_, v_, y_) and RunRecord: keep them together.
+MemoryEstimate estimate_trainer_memory(const CellConfig& cfg, double param_count, double micro, int labels_per_sample) {
+  MemoryEstimate e;
+  e[MemCategory::Optimizer] = param_count * 4 * (cfg.optimizer.kind == OptimizerKind::AdamW ? 2 : 1);
+  e[MemCategory::Activations] = micro * labels_per_sample * 4;
+  // Per step: five doubles and two ints in the record (twice: vectors grow by
+  // doubling), and seven values in each repeat's JSON.
+  e.host = double(cfg.steps) * (2 * (5 * 8 + 2 * 4) + 7 * 16.0 * cfg.repeats);
+  return e;
 }
 
 }  // namespace mpb

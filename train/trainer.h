@@ -13,6 +13,7 @@
 #include "core/device.h"
 #include "models/model.h"
 #include "models/dataset.h"
+#include "models/memory_estimate.h"
 #include "config/cell_config.h"
 #include "train/loss_scaler.h"
 
@@ -44,7 +45,8 @@ struct RunRecord {
   std::vector<EvalPoint> evals;
   std::vector<NumericsSample> numerics;
   MemorySnapshot memory;  // peaks over the whole run
-  double flops_per_step = 0.0;
+  double flops_per_step = 0.0;            // model FLOPs (MFU)
+  double recompute_flops_per_step = 0.0;  // checkpointing's second forward (HFU adds it)
 };
 
 // Testing aids that are not part of a cell's configuration (not in its JSON
@@ -98,5 +100,12 @@ using StepCallback = std::function<void(int step, const RunRecord&)>;
 // cfg.eval_every steps and at the end.
 RunRecord train(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg,
                 const StepCallback& on_step = {}, const TrainOptions& opt = {});
+
+// What a Trainer for `cfg` allocates beside the model (models/memory_estimate.h):
+// the optimizer state for `param_count` parameters and the labels of one
+// micro-batch on the device; the run record of every step on the host, and
+// the result JSON the runner keeps of each repeat (about 16 bytes per value).
+MemoryEstimate estimate_trainer_memory(const CellConfig& cfg, double param_count, double micro_batch,
+                                       int labels_per_sample);
 
 }  // namespace mpb

@@ -11,9 +11,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/device.h"
+#include "core/host_memory.h"
 
 namespace mpb::cpu {
 
@@ -40,6 +42,7 @@ class CpuDevice final : public Device {
   void synchronize() override {}
   std::unique_ptr<DeviceTimer> make_timer() override;
   std::string gemm_support(GemmCompute c) const override;  // backends/cpu/gemm_onednn.cpp
+  std::optional<size_t> free_memory_bytes() const override { return host_available_memory_bytes(); }
 
  protected:
   // Defined in the file named for each group of the list:

@@ -152,6 +152,10 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     info_.cores = sm_count_;
     info_.compute_capability = std::to_string(cc_major_) + "." + std::to_string(cc_minor_);
     info_.memory_bytes = prop.totalGlobalMem;
+    char bus[32];
+    std::snprintf(bus, sizeof bus, "%08X:%02X:%02X.0", unsigned(prop.pciDomainID), unsigned(prop.pciBusID),
+                  unsigned(prop.pciDeviceID));
+    info_.pci_bus_id = bus;  // NVML's format; CUDA_VISIBLE_DEVICES renumbers devices, bus ids stay
     int runtime = 0, driver = 0;
     MPB_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
     MPB_CUDA_CHECK(cudaDriverGetVersion(&driver));
@@ -225,6 +229,16 @@ std::unique_ptr<DeviceTimer> CudaDevice::make_timer() { return std::make_unique<
 void CudaDevice::gemm_impl(const GemmArgs& args) { gemm_->run(args); }
 
 std::string CudaDevice::gemm_support(GemmCompute c) const { return gemm_->support(c); }
+
+std::optional<size_t> CudaDevice::free_memory_bytes() const {
+  // cudaMemGetInfo reports the current device: make it this one.
+  size_t free = 0, total = 0;
+  if (cudaSetDevice(ordinal_) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    cudaGetLastError();  // clear it: the next launch check must not see it
+    return std::nullopt;
+  }
+  return free;
+}
 
 void* CudaDevice::scratch(ScratchSlot slot, size_t bytes) {
   DeviceBuffer& buf = scratch_[static_cast<size_t>(slot)];

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -62,6 +63,7 @@ class CudaDevice final : public Device {
   void synchronize() override;
   std::unique_ptr<DeviceTimer> make_timer() override;
   std::string gemm_support(GemmCompute c) const override;
+  std::optional<size_t> free_memory_bytes() const override;  // cudaMemGetInfo
 
   // ---- for the backend's own code ------------------------------------------------
   cudaStream_t stream() const { return stream_; }

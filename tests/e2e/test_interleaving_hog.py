@@ -5,7 +5,8 @@ Two cells with the same configuration (only the seed differs, which changes no
 work) run four repeats each while a CPU hog (a spinning process pinned to the runner's CPU,
 started by this test and bounded in time) is active during the first half of
 the run only. With the interleaved order (the default) each cell gets half its
-repeats under the hog, so the speed-up stays within 5% of 1.0. With
+repeats under the hog, so the speed-up's interval contains 1.0 or the
+speed-up stays within 5% of 1.0. With
 --order sequential the baseline's repeats all run under the hog, and the
 second cell looks much faster: over 1.3x, with an interval excluding 1.0. The
 runner must also say that the machine was busy. The test checks a fault's
@@ -13,11 +14,15 @@ effect, not a timing threshold: the hog roughly halves the runner's speed (one
 OpenMP thread and one spinning process pinned to the same CPU), so it moves a
 ratio that is not shielded from it by about 2x.
 
-Why not "the interleaved interval contains 1.0": two runs of identical work
-are not identical to a paired t test with four tight rounds. CI saw 0.997
-[0.987, 1.000] (each round's second run 0.5% slower): a real but tiny effect
-that says nothing about the hog, and a 95% interval misses by design 1 time
-in 20. The 5% band is far from both: the hog's effect is 100%.
+Why either, not one of them: two runs of identical work are not identical to
+a paired t test with four tight rounds. CI saw 0.997 [0.987, 1.000] (each
+round's second run 0.5% slower): a real but tiny effect that says nothing
+about the hog, and a 95% interval misses by design 1 time in 20. And under
+extra load from elsewhere CI saw 0.929 [0.914, 1.019]: the point speed-up is
+a ratio of pooled medians, and half of each cell's steps ran at twice the
+time of the other half, so the pooled median is unstable while the paired
+interval is right. Either condition is far from what the hog does unshielded
+(the sequential run: about 2x, interval far from 1.0).
 """
 
 # How close to 1.0 the interleaved ratio of two identical cells must stay, and
@@ -116,9 +121,10 @@ def main():
             if not noise["busy"] or "machine busy" not in log:
                 failures.append(f"{order}: the hog was not reported as a busy machine: {noise}")
         sp, iv, _ = results["interleaved"]
-        if abs(sp - 1.0) > INTERLEAVED_BAND:
+        if abs(sp - 1.0) > INTERLEAVED_BAND and not iv["lo"] <= 1.0 <= iv["hi"]:
             failures.append(f"interleaved: identical cells got speed-up {sp:.3f} [{iv['lo']:.3f}, {iv['hi']:.3f}], "
-                            f"more than {INTERLEAVED_BAND:.0%} from 1.0: the noise was not spread over both cells")
+                            f"more than {INTERLEAVED_BAND:.0%} from 1.0 and an interval excluding it: the noise "
+                            "was not spread over both cells")
         sp, iv, _ = results["sequential"]
         if sp < SEQUENTIAL_MIN_SPEEDUP or iv["lo"] <= 1.0 <= iv["hi"]:
             failures.append(f"sequential: expected the hog on the baseline's repeats to fake a speed-up, got "

@@ -5,8 +5,8 @@
 // fails with "not supported yet", again with reject_unsupported off (the path the
 // tests use), which reaches the matrix expansion and per-cell checks that the table
 // of unsupported values stops early. (Otherwise reject_unsupported changes nothing.)
-// Both with max_cells lowered from 100,000 to kMaxCells: a 400-byte file can ask for
-// 100,000 valid cells, which take minutes and gigabytes to expand under the
+// Both with max_cells lowered from 10,000 (mpb::kMaxCells) to 256: a 400-byte file can ask for
+// 10,000 valid cells, which take minutes and gigabytes to expand under the
 // sanitizers; the same code runs for 256 cells, and the limit's error is reached.
 //
 // A finding (abort, so libFuzzer saves the input) is
@@ -53,7 +53,7 @@
 namespace {
 
 const char* const kFile = "fuzz.yaml";
-const size_t kMaxCells = 256;
+const size_t kFuzzMaxCells = 256;
 
 [[noreturn]] void finding(const std::string& what) {
   std::fprintf(stderr, "fuzz_config: FINDING: %s\n", what.c_str());
@@ -141,7 +141,7 @@ void check_experiment(const mpb::ExperimentConfig& experiment) {
 bool load(const std::string& text, bool reject_unsupported) {
   mpb::LoadOptions options;
   options.reject_unsupported = reject_unsupported;
-  options.max_cells = kMaxCells;
+  options.max_cells = kFuzzMaxCells;
   try {
     check_experiment(mpb::load_experiment_from_string(text, kFile, options));
   } catch (const mpb::ConfigError& e) {

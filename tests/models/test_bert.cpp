@@ -478,6 +478,25 @@ TEST(BertCheckpointing, SegmentSizes) {
   EXPECT_EQ(bert_checkpoint_segment(c), 4);
 }
 
+// HFU's extra work: backward() runs the forward of every segment but the
+// last one again, so 12 layers in 3 segments of 4 recompute 8 layers.
+TEST(BertCheckpointing, RecomputedFlopsAreTheForwardOfAllButTheLastSegment) {
+  BertConfig c = bert_preset("tiny");
+  c.layers = 12;
+  c.vocab = 100;
+  c.seq_len = 16;
+  auto dev = make_cpu_device();
+  const double T = 16, C = 128, F = 512;
+  const double layer_fwd = 2.0 * (T * C * 3 * C + 2 * T * T * C + T * C * C + 2 * T * C * F);
+  const std::pair<CheckpointPolicy, double> cases[] = {
+      {CheckpointPolicy::Off, 0.0}, {CheckpointPolicy::EveryLayer, 11.0}, {CheckpointPolicy::Sqrt, 8.0}};
+  for (const auto& [policy, layers] : cases) {
+    c.checkpointing = policy;
+    auto m = make_bert(*dev, c, PrecisionPolicy{}, 2, 1);
+    EXPECT_DOUBLE_EQ(m->recompute_flops_per_sample(), layers * layer_fwd) << checkpoint_policy_name(policy);
+  }
+}
+
 // ---- dropout ----------------------------------------------------------------------------------
 
 TEST(BertDropout, ReproducibleAndDifferentFromNoDropout) {

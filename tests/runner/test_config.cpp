@@ -232,7 +232,31 @@ TEST(ConfigErrors, InvalidName) {
       {"name: ..\n", 1, 7, "name", "invalid name '..'"},
       {"name: \"\"\n", 1, 7, "name", "invalid name ''"},
       {"name: [a]\n", 1, 7, "name", "expected a name, got a list"},
+      // It names a directory: bounded (issue 13, D6).
+      {"name: " + std::string(300, 'a') + "\n", 1, 7, "name", "the name has 300 characters; at most 100"},
+      {"name: " + std::string(101, 'a') + "\n", 1, 7, "name", "the name has 101 characters"},
   });
+  EXPECT_EQ(load("name: " + std::string(100, 'a') + "\n").name, std::string(100, 'a'));
+}
+
+TEST(ConfigErrors, FileLargerThanOneMebibyte) {
+  // A comment line is valid YAML; only the size is wrong.
+  std::string yaml = "name: x\n";
+  while (yaml.size() <= (size_t{1} << 20)) yaml += "# " + std::string(77, '.') + "\n";
+  const ConfigError e = error_of(yaml);
+  EXPECT_EQ(e.line(), 0) << e.what();
+  EXPECT_NE(e.message().find("limited to 1048576 bytes (1 MiB)"), std::string::npos) << e.what();
+
+  const std::string path = ::testing::TempDir() + "mpb_big_config.yaml";
+  std::ofstream(path) << yaml;
+  try {
+    load_experiment(path);
+    ADD_FAILURE() << "a file over 1 MiB loaded";
+  } catch (const ConfigError& file_error) {
+    EXPECT_NE(std::string(file_error.what()).find("larger than 1048576 bytes"), std::string::npos)
+        << file_error.what();
+  }
+  std::remove(path.c_str());
 }
 
 TEST(ConfigErrors, DuplicateKey) {
@@ -788,12 +812,63 @@ TEST(ModelData, EachModelNeedsItsKindOfData) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("needs data.path"), std::string::npos) << e.what();
   }
+  allow.check_files = false;  // a.txt is a name here
   const ExperimentConfig ok = load_experiment_from_string(
       "name: x\nmodel: {kind: bert, size: mini, seq_len: 64, pre_ln: on}\ndata: {kind: text, path: a.txt}\n", "x.yaml",
       allow);
   EXPECT_EQ(ok.base.model.size, "mini");
   EXPECT_TRUE(ok.base.model.pre_ln);
   EXPECT_EQ(ok.base.data.path, "a.txt");
+}
+
+// Issue 13, D6: what the models and data sources need fails at load time (and
+// so in --dry-run), at the value, instead of when the cell runs.
+TEST(ModelData, ModelRulesFailAtTheValue) {
+  expect_errors({
+      {"name: x\nmodel:\n  kind: bert\n  hidden: 130\n  heads: 4\ndata: {kind: markov}\n", 4, 11, "model.hidden",
+       "cell 'base': BERT: hidden 130 is not divisible by heads 4"},
+      // hidden from the preset: the message says where it came from.
+      {"name: x\nmodel:\n  kind: bert\n  size: base\n  heads: 5\ndata: {kind: markov}\n", 5, 10, "model.heads",
+       "BERT: hidden 768 is not divisible by heads 5 (each head gets hidden / heads dimensions) "
+       "(model.size base gives hidden 768)"},
+      // Only the cell that breaks the rule, at its axis value.
+      {"name: x\nmodel: {kind: bert}\ndata: {kind: markov}\nmatrix:\n  model.heads: [2, 3]\n", 5, 20,
+       "matrix.model.heads[1]", "cell 'model.heads=3': BERT: hidden 128 is not divisible by heads 3"},
+      // MlmData needs [CLS], a token and [SEP].
+      {"name: x\nmodel:\n  kind: bert\n  seq_len: 2\ndata: {kind: markov}\n", 4, 12, "model.seq_len",
+       "must be >= 3, got 2"},
+  });
+}
+
+// A text file for the tests below: `bytes` bytes in the test's temporary directory.
+std::string text_file(const std::string& name, size_t bytes) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path, std::ios::binary) << std::string(bytes, 'a');
+  return path;
+}
+
+TEST(ModelData, TextDataFileMustExistAndBeLongEnough) {
+  const std::string dir = ::testing::TempDir();
+  const std::string short_file = text_file("mpb_short.txt", 100);  // seq_len 128 needs 252 bytes
+  const std::string good = text_file("mpb_good.txt", 4096);
+  const auto yaml = [](const std::string& path, int seq_len) {
+    return "name: x\nmodel: {kind: bert, seq_len: " + std::to_string(seq_len) +
+           "}\ndata:\n  kind: text\n  path: " + path + "\n";
+  };
+  expect_errors({
+      {yaml(dir + "mpb_no_such_file.txt", 128), 5, 9, "data.path", "mpb_no_such_file.txt' does not exist"},
+      {yaml(dir, 128), 5, 9, "data.path", "' is not a regular file"},
+      {yaml(short_file, 128), 5, 9, "data.path", "' has 100 bytes; seq_len 128 needs at least 252"},
+  });
+  // A relative path is from the directory the runner runs in, and the message says which.
+  expect_error(yaml("no_such_corpus.txt", 128), 5, 9, "data.path", "(relative to the current directory, ");
+  EXPECT_EQ(load(yaml(short_file, 52)).cells.size(), 1u);  // 100 bytes are enough for seq_len 52
+  EXPECT_EQ(load(yaml(good, 128)).base.data.path, good);
+  // data.path means something only to data.kind text: the teacher and the Markov
+  // corpus never open it.
+  EXPECT_EQ(load("name: x\ndata: {kind: teacher, path: /no/such/file}\n").cells.size(), 1u);
+  std::remove(short_file.c_str());
+  std::remove(good.c_str());
 }
 
 }  // namespace

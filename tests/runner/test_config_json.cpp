@@ -36,6 +36,13 @@ include:
   - {data.kind: text, data.path: corpus.txt, checkpointing: sqrt}
 )";
 
+// corpus.txt is a name, not a file: the configuration alone is under test.
+LoadOptions without_files() {
+  LoadOptions options;
+  options.check_files = false;
+  return options;
+}
+
 // One line of JSON each, as cell_config_to_json(...).dump() printed it.
 struct Pinned {
   const char* id;  // "": a default-constructed CellConfig
@@ -75,7 +82,7 @@ void expect_pinned(const CellConfig& config, const Pinned& pinned) {
 TEST(ConfigJsonPin, DefaultConfig) { expect_pinned(CellConfig{}, kPinned.front()); }
 
 TEST(ConfigJsonPin, EveryCellOfThePinnedFile) {
-  const ExperimentConfig exp = load_experiment_from_string(kPinnedYaml, "pin.yaml");
+  const ExperimentConfig exp = load_experiment_from_string(kPinnedYaml, "pin.yaml", without_files());
   ASSERT_EQ(exp.cells.size() + 1, kPinned.size());
   for (size_t i = 0; i < exp.cells.size(); ++i) {
     SCOPED_TRACE(exp.cells[i].id);
@@ -99,7 +106,7 @@ TEST(ConfigJsonPin, EveryChoiceRoundTripsThroughItsType) {
 
 // The loader resolves each precision it reads once; cells carry the policy.
 TEST(ConfigJsonPin, CellsCarryTheResolvedPolicy) {
-  const ExperimentConfig exp = load_experiment_from_string(kPinnedYaml, "pin.yaml");
+  const ExperimentConfig exp = load_experiment_from_string(kPinnedYaml, "pin.yaml", without_files());
   EXPECT_EQ(exp.base.policy.describe(), resolve_policy("p=f32,c=bf16").describe());
   for (const Cell& cell : exp.cells) {
     const PrecisionPolicy expected = resolve_policy(cell.config.precision);

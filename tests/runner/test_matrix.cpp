@@ -149,7 +149,23 @@ TEST(Matrix, TooManyCells) {
   for (int i = 1; i <= 400; ++i) values += (i > 1 ? ", " : "") + std::to_string(i);
   const ConfigError e =
       error_of("name: m\nmatrix:\n  seed: [" + values + "]\n  model.width: [" + values + "]\n");
-  EXPECT_NE(e.message().find("more than 100000 cells"), std::string::npos) << e.what();
+  EXPECT_NE(e.message().find("more than 10000 cells"), std::string::npos) << e.what();
+}
+
+TEST(Matrix, TooManyValuesOnOneAxisIsRefusedAtTheAxis) {
+  std::string values;
+  for (int i = 1; i <= 10001; ++i) values += (i > 1 ? "," : "") + std::to_string(i);
+  expect_error("name: m\nmatrix:\n  seed: [" + values + "]\n", 3, 9, "matrix.seed",
+               "the axis has 10001 values; at most 10000");
+}
+
+TEST(Include, MoreThanTheCellLimitIsRefusedAtTheEntryThatCrossesIt) {
+  // 100 matrix cells + 9,901 includes: include[9900] is cell 10,001.
+  std::string yaml = "name: m\nmatrix:\n  model.width: [";
+  for (int i = 1; i <= 100; ++i) yaml += (i > 1 ? "," : "") + std::to_string(i);
+  yaml += "]\ninclude:\n";
+  for (int i = 0; i < 9901; ++i) yaml += "  - {seed: " + std::to_string(i + 2) + "}\n";
+  expect_error(yaml, 9905, 5, "include[9900]", "this include makes more than 10000 cells");
 }
 
 TEST(Matrix, MaxCellsOptionLimitsTheProductBeforeExcludes) {
@@ -190,6 +206,23 @@ exclude:
   - {accumulation: 5, batch_size: 96}   # 96 is not divisible by 5: dropped before checks
 )");
   EXPECT_EQ(ids(e), (std::vector<std::string>{"accumulation=1", "accumulation=3"}));
+}
+
+TEST(Exclude, EntriesWithTheSameKeysInAnyOrderAndWithOtherKeys) {
+  // Entries are matched by their set of keys, whatever order they list them in.
+  const ExperimentConfig e = load(R"(name: m
+matrix:
+  fusion: [off, on]
+  model.width: [64, 128]
+  optimizer.lr: [0.001, 0.01]
+exclude:
+  - {fusion: on, model.width: 64}
+  - {model.width: 128, fusion: off}
+  - {optimizer.lr: 0.01}
+  - {optimizer.lr: 0.01, fusion: on}   # inside the entry above
+)");
+  EXPECT_EQ(ids(e), (std::vector<std::string>{"fusion=off,model.width=64,optimizer.lr=0.001",
+                                              "fusion=on,model.width=128,optimizer.lr=0.001"}));
 }
 
 TEST(Exclude, ZeroCellsLeftIsAnError) {
@@ -362,11 +395,32 @@ baseline: {batch_size: 512}
 TEST(Baseline, MatchingNoCellOrManyIsAnError) {
   expect_errors({
       {"name: m\nmatrix:\n  fusion: [off, on]\nbaseline: {model.width: 64}\n", 4, 11, "baseline",
-       "{model.width: 64} matches no cell (cells: 'fusion=off', 'fusion=on')"},
+       "{model.width: 64} matches none of the 2 cells; nearest: 'fusion=off' (model.width is 1024), "
+       "'fusion=on' (model.width is 1024)"},
       {"name: m\nmatrix:\n  fusion: [off, on]\n  model.width: [64, 128]\nbaseline: {fusion: off}\n", 5, 11,
        "baseline",
        "{fusion: off} matches 2 cells ('fusion=off,model.width=64', 'fusion=off,model.width=128')"},
   });
+}
+
+// A generated matrix can have thousands of cells: the message names a few.
+TEST(Baseline, MessagesNameTheNearestFewCellsAndTheCount) {
+  std::string values;
+  for (int i = 1; i <= 100; ++i) values += (i > 1 ? ", " : "") + std::to_string(i);
+  const std::string matrix = "name: m\nmatrix:\n  seed: [" + values + "]\n  model.width: [" + values + "]\n";
+  // 10,000 cells; one key differs in the cells of width 100 (listed first:
+  // the earlier cell wins a tie), both in every other.
+  const ConfigError none = error_of(matrix + "baseline: {seed: 0, model.width: 100}\n");
+  EXPECT_EQ(none.message(),
+            "{seed: 0, model.width: 100} matches none of the 10000 cells; nearest: "
+            "'seed=1,model.width=100' (seed is 1), 'seed=2,model.width=100' (seed is 2), "
+            "'seed=3,model.width=100' (seed is 3), 'seed=4,model.width=100' (seed is 4), "
+            "'seed=5,model.width=100' (seed is 5), ...");
+  const ConfigError many = error_of(matrix + "baseline: {seed: 7}\n");
+  EXPECT_EQ(many.message(),
+            "{seed: 7} matches 100 cells ('seed=7,model.width=1', 'seed=7,model.width=2', "
+            "'seed=7,model.width=3', 'seed=7,model.width=4', 'seed=7,model.width=5', and 95 more); "
+            "add keys so that it matches exactly one");
 }
 
 TEST(Baseline, BadEntries) {

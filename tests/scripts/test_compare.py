@@ -10,7 +10,7 @@ import os
 import shutil
 import unittest
 
-from script_test_helpers import TempDirTest, edit_cell, edit_manifest, run_script
+from script_test_helpers import TempDirTest, all_cell_ids, edit_cell, edit_manifest, run_script
 
 import compare  # noqa: E402  (scripts/ is on sys.path via the helpers)
 
@@ -159,13 +159,18 @@ class CompareCellSets(TempDirTest):
         self.assertExit(proc, 1)
         self.assertIn("REGRESSED: base throughput", proc.stdout)
 
-    def test_changed_config_is_warned_about(self):
+    def test_changed_config_and_throttling_are_warned_about(self):
         base = self.make_set("base")
         new = self.make_set("new")
+        # NEW ran the cell with another configuration, consistently (cell and manifest agree),
+        # and the GPU throttled during it (NVML telemetry).
         edit_cell(new, SLOW_CELL, lambda d: d.update(config_hash="0000000000000000"))
+        edit_manifest(new, lambda m: m["cell_config_hashes"].update({SLOW_CELL: "0000000000000000"}))
+        edit_cell(new, SLOW_CELL, lambda d: d["summary"].update(throttled=True, throttle_reasons=["hw_thermal_slowdown"]))
         proc = run_script("compare.py", base, new)
         self.assertExit(proc, 0)
         self.assertIn(f"{SLOW_CELL}: configuration differs", proc.stdout)
+        self.assertIn(f"{SLOW_CELL}: the GPU throttled its clocks in NEW (hw_thermal_slowdown)", proc.stdout)
 
 
 class CompareMachines(TempDirTest):
@@ -192,6 +197,20 @@ class CompareMachines(TempDirTest):
         proc = run_script("compare.py", base, new)
         self.assertExit(proc, 0)
         self.assertIn("different machines", proc.stdout)
+
+    def test_malformed_cell_fields_exit_2_naming_the_file(self):
+        # Issue 13 D8: `axes` as a list crashed report.py and --generations with a traceback.
+        for key, value in (("axes", ["precision", "fp32"]), ("config", 3), ("repeats", [1, 2]), ("cell_id", 7)):
+            dirs = [self.make_set(f"{key}_{m}", machine=m) for m in ("cpu", "h100")]
+            path = edit_cell(dirs[1], all_cell_ids(dirs[1])[0], lambda c: c.update({key: value}))
+            for args in (["--generations", *dirs], dirs):
+                proc = run_script("compare.py", *args)
+                self.assertExit(proc, 2)
+                self.assertIn(path, proc.stderr)
+                self.assertNotIn("Traceback", proc.stderr)
+            proc = run_script("report.py", dirs[1], "--out", os.path.join(self.tmp, f"r_{key}"))
+            self.assertExit(proc, 2)
+            self.assertIn(path, proc.stderr)
 
     def test_generations_table_and_plot(self):
         dirs = [self.make_set(m, machine=m) for m in ("cpu", "a100", "h100")]

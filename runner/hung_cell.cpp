@@ -1,0 +1,60 @@
+#include "runner/hung_cell.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+#include <cstring>
+#include <vector>
+
+#include "runner/atomic_file.h"
+#include "runner/manifest.h"
+
+namespace mpb {
+
+namespace {
+std::vector<std::string> g_command_line;
+}  // namespace
+
+void remember_command_line(int argc, char** argv) { g_command_line.assign(argv, argv + argc); }
+
+nlohmann::json hung_cell_record(const Cell& cell, int repeat, const WatchdogReport& report) {
+  return {{"schema", "mpbench.failed/1"},
+          {"cell_id", cell.id},
+          {"config_hash", config_hash(cell_config_to_json(cell.config))},
+          {"status", "hung"},
+          {"repeat", repeat},
+          {"last_step", report.last_step},
+          {"steps", report.steps},
+          {"waited_s", report.waited_s},
+          {"limit_s", report.limit_s},
+          {"reason", report.reason()},
+          {"at", utc_now_iso8601()}};
+}
+
+void record_hang_and_restart(const std::filesystem::path& record_path, const nlohmann::json& record) {
+  std::filesystem::create_directories(record_path.parent_path());
+  write_file_atomic(record_path.string(), record.dump(1) + "\n");
+  // write(2), not stdio: the stuck thread may hold stderr's lock (blocked on a full pipe, say).
+  const std::string msg = "\nrunner: watchdog: " + record.at("cell_id").get<std::string>() + " repeat " +
+                          std::to_string(record.at("repeat").get<int>() + 1) + " " +
+                          record.at("reason").get<std::string>() + "; recorded in " + record_path.string() +
+                          "; restarting to run the other cells (--resume)\n";
+  (void)!::write(STDERR_FILENO, msg.data(), msg.size());
+  std::vector<std::string> args = g_command_line;
+  bool resume = false;
+  for (const std::string& a : args) resume = resume || a == "--resume";
+  if (!resume) args.push_back("--resume");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);  // the table is printed at the end: nothing the stuck thread holds
+  // /proc/self/exe: this very binary, however argv[0] named it.
+  ::execv("/proc/self/exe", argv.data());
+  const std::string err = std::string("runner: watchdog: cannot restart the runner (") + std::strerror(errno) +
+                          "); run it again with --resume\n";
+  (void)!::write(STDERR_FILENO, err.data(), err.size());
+}
+
+}  // namespace mpb

@@ -1,0 +1,109 @@
+#include "runner/terminal_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "runner/results.h"
+
+namespace mpb {
+
+namespace {
+
+// "1.07x", the interval "1.01-1.12", and what they mean.
+void speedup_columns(const nlohmann::json& s, std::string& speed, std::string& interval, std::string& note) {
+  speed = interval = "-";
+  if (s.at("speedup").is_null()) return;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2fx", s.at("speedup").get<double>());
+  speed = buf;
+  const nlohmann::json& iv = s.value("speedup_interval", nlohmann::json());
+  if (iv.is_object()) {
+    std::snprintf(buf, sizeof buf, "%.2f-%.2f", iv.at("lo").get<double>(), iv.at("hi").get<double>());
+    interval = buf;
+  }
+  const std::string verdict = s.value("speedup_verdict", nlohmann::json()).is_string() ? s.at("speedup_verdict").get<std::string>() : "";
+  if (verdict == "baseline") note = "(baseline)";
+  else if (verdict == "no measurable difference") note = "(no measurable difference)";
+}
+
+}  // namespace
+
+std::string format_eta(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
+  long s = std::lround(seconds);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  return buf;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
+  return buf;
+}
+
+std::string percent(double f) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * f);
+  return buf;
+}
+
+std::string table_id(const std::string& id, size_t width) {
+  if (id.size() <= width) return id;
+  const size_t head = (width - 3) * 2 / 3, tail = width - 3 - head;
+  return id.substr(0, head) + "..." + id.substr(id.size() - tail);
+}
+
+void print_table(const std::vector<nlohmann::json>& cells) {
+  constexpr size_t kMaxWidth = 96;
+  size_t w = 4;
+  for (const auto& c : cells) w = std::max(w, std::min(kMaxWidth, c.at("cell_id").get<std::string>().size()));
+  std::printf("\n%-*s  %12s  %8s  %11s  %10s  %8s  %11s  %9s\n", int(w), "cell", "samples/s", "speedup", "95% CI",
+              "step ms", "ceiling", "peak mem", "eval loss");
+  std::vector<std::string> noisy;
+  for (const auto& c : cells) {
+    const auto& s = c.at("summary");
+    std::string speed, interval, note;
+    speedup_columns(s, speed, interval, note);
+    const std::string frac = s.at("ceiling_fraction").is_number() ? percent(s.at("ceiling_fraction").get<double>()) : "-";
+    // A diverged cell (NaN loss) is a result, not an error: say so.
+    char eval[32] = "diverged";
+    if (!cell_diverged(c)) std::snprintf(eval, sizeof eval, "%.4f", s.at("eval_loss").get<double>());
+    if (s.value("throttled", nlohmann::json()).is_boolean() && s.at("throttled").get<bool>())
+      note += note.empty() ? "(throttled)" : " (throttled)";
+    const nlohmann::json& noise = s.value("noise", nlohmann::json());
+    if (noise.is_object() && noise.at("noisy").get<bool>()) {
+      note += note.empty() ? "(noisy)" : " (noisy)";
+      std::string why;
+      for (const auto& r : noise.at("reasons")) why += (why.empty() ? "" : "; ") + r.get<std::string>();
+      noisy.push_back(c.at("cell_id").get<std::string>() + ": " + why);
+    }
+    std::printf("%-*s  %12.1f  %8s  %11s  %10.2f  %8s  %11s  %9s%s%s\n", int(w), table_id(c.at("cell_id"), w).c_str(),
+                s.at("samples_per_s").get<double>(), speed.c_str(), interval.c_str(),
+                s.at("step_time_ms").at("median").get<double>(), frac.c_str(),
+                human_bytes(s.at("peak_memory_bytes").at("total").get<double>()).c_str(), eval,
+                note.empty() ? "" : "  ", note.c_str());
+  }
+  for (const std::string& n : noisy) std::printf("noisy: %s\n", n.c_str());
+  for (const auto& c : cells) {
+    const nlohmann::json& u = c.at("summary").value("utilization", nlohmann::json());
+    if (u.is_object() && u.value("warning", nlohmann::json()).is_string())
+      std::printf("warning: %s: %s\n", c.at("cell_id").get<std::string>().c_str(),
+                  u.at("warning").get<std::string>().c_str());
+  }
+}
+
+std::string load_warning(const std::string& when, const LoadWindow& w) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "machine busy %s: other processes used %.0f%% of the CPU time%s (load average %.2f)",
+                when.c_str(), 100 * w.other_cpu.value_or(0.0),
+                w.steal && *w.steal > 0.01 ? (", the hypervisor stole " + percent(*w.steal)).c_str() : "",
+                w.loadavg.empty() ? 0.0 : w.loadavg[0]);
+  return buf;
+}
+
+}  // namespace mpb
