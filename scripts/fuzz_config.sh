@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the experiment-file loader for SECONDS (default 90) with libFuzzer: builds
+# Fuzzes the experiment-file loader for SECONDS (default 120) with libFuzzer: builds
 # tests/fuzz/fuzz_config with clang (MPB_FUZZ=ON: ASan + UBSan + coverage, into
 # build-fuzz; only the loader, the schema and core are compiled), then runs it on a
 # temporary copy of tests/fuzz/corpus with tests/fuzz/config.dict. What it finds (a
@@ -12,7 +12,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${MPB_FUZZ_BUILD_DIR:-$root/build-fuzz}
-seconds=${1:-90}
+seconds=${1:-120}
 shift || true
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "usage: fuzz_config.sh [SECONDS [LIBFUZZER_FLAG...]]" >&2; exit 2; }
 

@@ -20,14 +20,9 @@
 //     not exactly one baseline, two cells with one id or one slug, or a cell
 //     that `--filter <its own id>` does not select (ids are canonical, and so
 //     are filter values: docs/CONFIG.md).
-// One known finding is skipped, not reported: yaml-cpp 0.7's YAML::LoadAll loops
-// forever, allocating, on some malformed input, such as a stray ',' outside a flow
-// collection (a file that is just ",", or "- a\n,"): yaml-cpp issue 1040, fixed
-// upstream by pull request 1319, merged after the 0.8.0 release. The loader calls
-// LoadAll, so such a file makes the runner hang until it runs out of memory
-// (docs/TESTING.md). hits_yaml_cpp_1040() detects exactly that loop (a document that
-// starts where the previous one started) with yaml-cpp's public event parser; delete
-// it once the loader guards against the loop.
+// Its first finding, yaml-cpp 0.7's LoadAll looping forever on a stray ',' (yaml-cpp
+// issue 1040), is guarded against in the loader (runner/yaml_documents.h); the two
+// inputs that found it are in the corpus (yaml_cpp_1040_*.yaml).
 //
 // The same function runs without libFuzzer over tests/fuzz/corpus as the CTest
 // test fuzz_config_corpus (tests/fuzz/replay_main.cpp), so the committed corpus
@@ -44,9 +39,6 @@
 #include <typeinfo>
 #include <vector>
 
-#include <yaml-cpp/eventhandler.h>
-#include <yaml-cpp/yaml.h>
-
 #include "config/config_errors.h"
 #include "runner/config.h"
 
@@ -59,48 +51,6 @@ const size_t kFuzzMaxCells = 256;
   std::fprintf(stderr, "fuzz_config: FINDING: %s\n", what.c_str());
   std::fflush(stderr);
   std::abort();
-}
-
-// Records where each document starts; ignores everything else.
-class DocumentStarts : public YAML::EventHandler {
- public:
-  std::vector<int> positions;
-  void OnDocumentStart(const YAML::Mark& mark) override { positions.push_back(mark.pos); }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
-};
-
-// true when YAML::LoadAll(text) would never return (yaml-cpp issue 1040, above):
-// the parser reports a new document without having consumed any input.
-bool hits_yaml_cpp_1040(const std::string& text) {
-  std::istringstream in(text);
-  YAML::Parser parser(in);
-  DocumentStarts starts;
-  try {
-    while (parser.HandleNextDocument(starts)) {
-      const auto& p = starts.positions;
-      if (p.size() >= 2 && p[p.size() - 1] == p[p.size() - 2]) {
-        static bool said = false;
-        if (!said) {
-          std::fprintf(stderr, "fuzz_config: skipping inputs that hit yaml-cpp issue 1040 "
-                               "(tests/fuzz/fuzz_config.cpp)\n");
-          said = true;
-        }
-        return true;
-      }
-    }
-  } catch (const YAML::Exception&) {
-    // A syntax error: the loader reports it.
-  }
-  return false;
 }
 
 void check_error(const mpb::ConfigError& e) {
@@ -159,7 +109,6 @@ bool load(const std::string& text, bool reject_unsupported) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  if (hits_yaml_cpp_1040(text)) return 0;
   if (load(text, true)) load(text, false);
   return 0;
 }
