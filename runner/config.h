@@ -11,6 +11,7 @@
 #include "config/cell_config.h"
 #include "config/config_errors.h"
 #include "config/schema.h"
+#include "runner/config_limits.h"
 
 namespace mpb {
 
@@ -18,6 +19,11 @@ struct LoadOptions {
   // false: accept values that unsupported_reason() rejects. For tests, and for whoever
   // implements one of those features before removing its row from the table.
   bool reject_unsupported = true;
+  // The most cells the matrix's Cartesian product may have (before excludes):
+  // kMaxCells (runner/config_limits.h). The fuzz target (tests/fuzz/fuzz_config.cpp)
+  // lowers it, to spend its time on the loader's logic rather than on expanding big,
+  // valid matrices.
+  size_t max_cells = kMaxCells;
   // false: don't look at the files a configuration names (data.path); for tests
   // of the configuration alone (check_cell_files, train/cell_limits.h).
   bool check_files = true;

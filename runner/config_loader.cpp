@@ -21,6 +21,7 @@
 #include "runner/config.h"
 #include "runner/config_limits.h"
 #include "runner/matrix.h"
+#include "runner/yaml_documents.h"
 
 namespace mpb {
 
@@ -122,7 +123,7 @@ class Loader {
 YAML::Node Loader::parse_yaml(const std::string& text) const {
   std::vector<YAML::Node> documents;
   try {
-    documents = YAML::LoadAll(text);
+    documents = load_yaml_documents(text);  // not LoadAll: it can hang (yaml_documents.h)
   } catch (const YAML::Exception& e) {
     fail(e.mark, "", "YAML syntax error: " + e.msg);
   }

@@ -228,7 +228,8 @@ const Origin* find_origin(const Draft& draft, const std::string& key) {
 
 class Expansion {
  public:
-  Expansion(const std::string& file, const MatrixSpec& spec) : file_(file), spec_(spec) {}
+  Expansion(const std::string& file, const MatrixSpec& spec, size_t max_cells)
+      : file_(file), spec_(spec), max_cells_(max_cells) {}
 
   std::vector<Draft> product() const;
   Draft make_cell(const std::vector<const Assignment*>& assignments, const Origin& origin) const;
@@ -244,6 +245,7 @@ class Expansion {
  private:
   const std::string& file_;
   const MatrixSpec& spec_;
+  size_t max_cells_;  // LoadOptions::max_cells
 };
 
 // The Cartesian product in the order the axes are written: the first axis varies
@@ -254,9 +256,9 @@ std::vector<Draft> Expansion::product() const {
   size_t count = 1;
   for (const auto& axis : axes) {
     count *= axis.values.size();
-    if (count > kMaxCells) {
+    if (count > max_cells_) {
       fail(axis.values.front().origin.where, "matrix",
-           "the matrix expands to more than " + std::to_string(kMaxCells) +
+           "the matrix expands to more than " + std::to_string(max_cells_) +
                " cells (the product of the axis lengths, before exclude)");
     }
   }
@@ -395,17 +397,18 @@ size_t Expansion::find_baseline(const std::vector<Draft>& drafts) const {
 
 std::vector<Cell> expand_matrix(const std::string& file, const MatrixSpec& spec,
                                 const LoadOptions& options) {
-  const Expansion expansion(file, spec);
+  const Expansion expansion(file, spec, options.max_cells);
   std::vector<Draft> drafts = expansion.product();
   // Excludes: drop a cell that matches every key of any entry. Includes come after,
   // so they may add back a cell that an exclude dropped.
   const ExcludeIndex excludes(spec.excludes);
   const auto excluded = [&](const Draft& draft) { return excludes.excludes(draft.cell); };
   drafts.erase(std::remove_if(drafts.begin(), drafts.end(), excluded), drafts.end());
-  if (drafts.size() + spec.includes.size() > kMaxCells) {
-    const Include& entry = spec.includes[kMaxCells - std::min(kMaxCells, drafts.size())];
+  const size_t max_cells = options.max_cells;
+  if (drafts.size() + spec.includes.size() > max_cells) {
+    const Include& entry = spec.includes[max_cells - std::min(max_cells, drafts.size())];
     expansion.fail(entry.origin.where, entry.origin.path,
-                   "this include makes more than " + std::to_string(kMaxCells) + " cells (" +
+                   "this include makes more than " + std::to_string(max_cells) + " cells (" +
                        std::to_string(drafts.size()) + " from the matrix, " + std::to_string(spec.includes.size()) +
                        " includes)");
   }

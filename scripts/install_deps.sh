@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what mpbench needs on a fresh Debian/Ubuntu machine, from Debian's packages only.
 # Skips apt entirely when everything is already present, so re-running it is cheap.
+# Usage: install_deps.sh [--fuzz]   --fuzz: also clang, libFuzzer and llvm-symbolizer
+# (scripts/fuzz_config.sh asks for them; the README's commands do not need them).
 set -euo pipefail
 
 packages=(
@@ -12,6 +14,16 @@ packages=(
   libopenblas0-pthread  # an optimised BLAS for PyTorch/numpy: the speed comparison's baseline is then fair
   chromium
 )
+case ${1:-} in
+  "") ;;
+  --fuzz)
+    # clang-14 and its runtime libraries (libclang_rt.fuzzer: libFuzzer; ASan/UBSan for
+    # clang), and llvm-14 for llvm-symbolizer (file:line in sanitizer reports).
+    packages+=(clang-14 libclang-rt-14-dev llvm-14) ;;
+  *)
+    echo "usage: install_deps.sh [--fuzz]" >&2
+    exit 2 ;;
+esac
 
 find_missing() {
   missing=()

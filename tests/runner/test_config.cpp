@@ -212,6 +212,17 @@ TEST(ConfigErrors, YamlSyntaxError) {
   expect_error("name: x\nsteps: 3\n  seed: 2\n", 3, 7, "", "YAML syntax error: illegal map value");
 }
 
+// yaml-cpp 0.7's LoadAll never returns on these (issue 1040; runner/yaml_documents.h):
+// the fuzzer's first finding. Each must be a syntax error at the comma, at once (the
+// first is a stray comma that yaml-cpp reports by itself).
+TEST(ConfigErrors, StrayCommaIsASyntaxErrorNotAHang) {
+  expect_errors({
+      {"name: x\nsteps: 3\n,\n", 3, 1, "", "YAML syntax error: end of map not found"},  // no hang here
+      {"- a\n,\n", 2, 1, "", "YAML syntax error: unexpected ','"},
+      {",", 1, 1, "", "YAML syntax error: unexpected ','"},
+  });
+}
+
 TEST(ConfigErrors, EmptyFileOrNotAMap) {
   expect_errors({
       {"", 1, 1, "", "the file is empty"},

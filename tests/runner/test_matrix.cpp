@@ -168,6 +168,15 @@ TEST(Include, MoreThanTheCellLimitIsRefusedAtTheEntryThatCrossesIt) {
   expect_error(yaml, 9905, 5, "include[9900]", "this include makes more than 10000 cells");
 }
 
+TEST(Matrix, MaxCellsOptionLimitsTheProductBeforeExcludes) {
+  LoadOptions options;
+  options.max_cells = 6;
+  const std::string yaml = "name: m\nmatrix:\n  fusion: [off, on]\n  seed: [1, 2, 3]\n";
+  EXPECT_EQ(load(yaml, options).cells.size(), 6u);
+  expect_error(yaml + "  repeats: [1, 2]\nexclude: [{repeats: 2}]\n", 5, 13, "matrix",
+               "the matrix expands to more than 6 cells", options);
+}
+
 // ---- Exclude ------------------------------------------------------------------------
 
 TEST(Exclude, DropsCellsMatchingEveryKeyOfAnEntry) {
