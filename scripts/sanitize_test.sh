@@ -2,11 +2,11 @@
 # The C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs it after
 # the normal test suite): the CPU backend only (MPB_CUDA=OFF), no benchmarks, built
 # into build-asan with MPB_SANITIZE=ON (cmake/Sanitize.cmake: -Og, every target), then
-# CTest's unit tests (label unit: GoogleTest, the fuzz corpus replay, layering) and
-# py.test_resume_mid_round, which runs the sanitized runner binary (interrupt, resume,
-# result files). Left out: test_e2e (it trains the whole quickstart: 6 minutes under
-# ASan, twice as long as everything else together) and the two timing tests (hog, regression
-# gate). docs/TESTING.md says how to run test_e2e here.
+# CTest's unit tests (label unit: GoogleTest, the fuzz corpus replay, layering) and the
+# e2e tests that run the sanitized runner binary (interrupt and resume, SIGKILL and
+# resume, result-directory safety, the watchdog). Left out: test_e2e (it trains the whole quickstart: 6 minutes under
+# ASan, twice as long as everything else together) and the three timing tests (hog, regression
+# gate, A/B gate). docs/TESTING.md says how to run test_e2e here.
 # Any ASan or UBSan report fails the test that made it; so does a leak (LeakSanitizer;
 # tests/sanitizers/lsan.supp). Warnings are not errors here: the normal build checks
 # them, and GCC warns falsely under the sanitizers.
@@ -36,7 +36,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN
 # Still two threads per test, so the parallel code runs in parallel under ASan.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-stage "testing: ctest -L unit, and py.test_resume_mid_round, under ASan + UBSan ($(nproc) jobs)" \
+stage "testing: ctest -L unit and the e2e runs of the runner, under ASan + UBSan ($(nproc) jobs)" \
   ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -L 'unit|e2e' \
-  -E '^(test_e2e|py\.test_(interleaving_hog|regression_gate))$' "$@"
+  -E '^(test_e2e|py\.test_(interleaving_hog|regression_gate|ab_gate))$' "$@"
 printf '\nsanitize_test: done in %s\n' "$(mmss $(($(date +%s) - MPB_T0)))"
