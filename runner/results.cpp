@@ -6,6 +6,7 @@
 
 #include "runner/memory_fit.h"
 #include "runner/stats.h"
+#include "runner/steady_state.h"
 #include "runner/utilization.h"
 #include "train/cell_limits.h"
 
@@ -59,10 +60,13 @@ nlohmann::json numerics_json(const RunRecord& rec, int every, int warmup) {
   return {{"sample_every", every}, {"cost_fraction", numerics_cost_fraction(rec, warmup)}, {"samples", samples}};
 }
 
+// The measured window: from the repeat's measured_from_step (runner/steady_state.h),
+// or the configured warm-up in files written before it existed.
 std::vector<double> repeat_timed_steps(const nlohmann::json& rep, int warmup) {
   const auto step_ms = rep.at("step_time_ms").get<std::vector<double>>();
   const auto probed = rep.at("probed").get<std::vector<int>>();
-  const size_t first = std::min(static_cast<size_t>(std::max(0, warmup)), step_ms.size());
+  const int from = rep.value("measured_from_step", warmup);
+  const size_t first = std::min(static_cast<size_t>(std::max(0, from)), step_ms.size());
   std::vector<double> mine;
   for (size_t i = first; i < step_ms.size(); ++i)
     if (i >= probed.size() || !probed[i]) mine.push_back(step_ms[i]);
@@ -132,6 +136,13 @@ nlohmann::json repeat_result_json(int r, uint64_t seed, const RunRecord& rec, co
   j["eval"] = ev;
   j["peak_memory_bytes"] = memory_json(rec.memory);
   j["probed"] = rec.probed;
+  const SteadyState steady = find_steady_state(rec.step_ms, rec.probed, cfg.warmup_steps);
+  j["measured_from_step"] = steady.first_step;
+  j["steady_state"] = {{"configured_warmup", steady.configured_warmup},
+                       {"first_measured_step", steady.first_step},
+                       {"extended", steady.extended},
+                       {"reference_ms", steady.reference_ms},
+                       {"rule", kSteadyStateRule}};
   j["flops_per_step"] = rec.flops_per_step;
   j["recompute_flops_per_step"] = rec.recompute_flops_per_step;
   if (cfg.numerics_every > 0) j["numerics"] = numerics_json(rec, cfg.numerics_every, cfg.warmup_steps);
@@ -168,7 +179,7 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   j["flops_per_step"] = repeats.empty() ? 0.0 : repeats[0].value("flops_per_step", 0.0);
   j["repeats"] = repeats;
 
-  // Timing statistics over the post-warmup steps of every repeat.
+  // Timing statistics over the measured window of every repeat (after warm-up and start-up).
   const std::vector<std::vector<double>> per_repeat = timed_steps(j);
   std::vector<double> timed, per_repeat_median, final_losses, eval_loss, eval_acc;
   nlohmann::json peak = nlohmann::json::object();
@@ -233,6 +244,9 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   s["eval_accuracy"] = mean(eval_acc);
   s["skipped_steps"] = skipped;
   s["noise"] = noise_json(timed);
+  nlohmann::json from = nlohmann::json::array();
+  for (const auto& rep : repeats) from.push_back(rep.value("measured_from_step", cfg.warmup_steps));
+  s["measured_from_step"] = from;  // per repeat: where its measured window began
   j["summary"] = s;
   return j;
 }
