@@ -384,6 +384,9 @@ def run(d):
     # Training: a fresh model from the same weights, steps 1..steps.
     model, params = build_model(meta, weights)
     opt = make_optimizer(cfg, list(params.values()))
+    # HuggingFace's schedules through PyTorch's own LambdaLR, stepped after each
+    # update as the recipes do: the convention mpbench follows (train/lr_schedule.h).
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(cfg, s))
     clip = float(cfg["optimizer"].get("grad_clip", 0.0))
     weight = float(cfg.get("loss_weight", 1.0))
     losses, norms = [], []
@@ -399,9 +402,8 @@ def run(d):
         if clip > 0 and norm > clip:
             for p in params.values():
                 p.grad.mul_(clip / norm)
-        for group in opt.param_groups:  # mpbench's schedule (train/lr_schedule.cpp)
-            group["lr"] = scheduled_lr(cfg, s)
         opt.step()
+        sched.step()
         losses.append(loss.item())
         norms.append(norm)
     out["train.loss"] = np.array(losses, dtype=np.float64)
@@ -415,18 +417,19 @@ def run(d):
     return meta
 
 
-def scheduled_lr(cfg, step):
-    """train/lr_schedule.cpp: linear warm-up, then constant, linear or cosine decay to 0 at cfg['steps']."""
+def lr_factor(cfg, s):
+    """lr_lambda(s) of transformers' get_linear_schedule_with_warmup / get_cosine_schedule_with_warmup
+    (num_cycles 0.5), or a warm-up then constant; s is LambdaLR's 0-based count of earlier updates."""
     o = cfg["optimizer"]
-    lr, warmup, decay, steps = float(o["lr"]), int(o.get("warmup", 0)), o.get("decay", "none"), int(cfg["steps"])
-    if warmup > 0 and step <= warmup:
-        return lr * step / warmup
+    warmup, decay, steps = int(o.get("warmup", 0)), o.get("decay", "none"), int(cfg["steps"])
+    if s < warmup:
+        return s / max(1, warmup)
     if decay == "none":
-        return lr
-    progress = min(max((step - warmup) / max(1, steps - warmup), 0.0), 1.0)
+        return 1.0
+    progress = (s - warmup) / max(1, steps - warmup)
     if decay == "linear":
-        return lr * (1.0 - progress)
-    return lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+        return max(0.0, 1.0 - progress)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
 def main(argv):
