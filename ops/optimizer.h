@@ -41,6 +41,22 @@ inline AdamWStep make_adamw_step(float lr, float beta1, float beta2, float eps, 
   return s;
 }
 
+// optimizer.decay_exclude (PyTorch: a parameter group with weight_decay 0):
+// whether element i lies in one of `count` sorted, disjoint ranges
+// [begin[k], end[k]). Those elements take the step constants made with
+// weight_decay 0 (AdamW: decay == 1 exactly; SGD: weight_decay == 0), so they
+// compute what a separate call with weight_decay 0 computes, bit for bit.
+// Binary search: the CUDA kernels' per-element test.
+MPB_HD inline bool in_sorted_ranges(long long i, const long long* begin, const long long* end, int count) {
+  int lo = 0, hi = count;  // the first range that ends after i
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (end[mid] <= i) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < count && begin[lo] <= i;
+}
+
 // SGD with momentum and coupled weight decay (torch.optim.SGD, dampening 0).
 struct SgdStep {
   float lr, momentum, weight_decay;
