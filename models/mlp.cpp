@@ -33,8 +33,8 @@ class Mlp final : public StoredParamsModel {
       L.hidden = l < cfg.hidden_layers;
       L.out = L.hidden ? cfg.width : cfg.classes;
       const std::string name = "layers." + std::to_string(l);
-      store_.add(name + ".weight", Shape{L.out, L.in});
-      store_.add(name + ".bias", Shape{L.out});
+      store_.add(name + ".weight", Shape{L.out, L.in}, ParamRole::Weight);
+      store_.add(name + ".bias", Shape{L.out}, ParamRole::Bias);
       layers_.push_back(std::move(L));
       prev = layers_.back().out;
     }
