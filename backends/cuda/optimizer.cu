@@ -40,44 +40,18 @@ namespace {
 
 using scalar::Elem;
 
-// A piece of [0, n): elements [lo, hi) and the no-decay ranges inside it. 16 +
-// 16 * 32 + 4 bytes: far below the 4 KiB of kernel parameters every supported
-// architecture takes. BERT-base has about 100 ranges (4 pieces), BERT-large
-// about 200 (7). Kernels take it as a __grid_constant__ parameter, so the
-// binary search reads the constant bank (threads of a warp mostly read the
-// same entry: a broadcast) instead of a per-thread local copy of the array.
-constexpr int kRangesPerLaunch = 32;
-struct DecayPiece {
-  long long lo, hi;
-  long long begin[kRangesPerLaunch], end[kRangesPerLaunch];
-  int count;
-};
+// The no-decay ranges travel in pieces (scalar::decay_pieces, ops/optimizer.h)
+// of at most 32: 16 + 16 * 32 + 4 bytes, far below the 4 KiB of kernel
+// parameters every supported architecture takes. BERT-base has about 100
+// ranges (4 pieces), BERT-large about 200 (7). Kernels take a piece as a
+// __grid_constant__ parameter, so the binary search reads the constant bank
+// (threads of a warp mostly read the same entry: a broadcast) instead of a
+// per-thread local copy of the array.
+using scalar::DecayPiece;
+using scalar::decay_pieces;
 
 __device__ inline bool excluded(int64_t i, const DecayPiece& piece) {
   return scalar::in_sorted_ranges(i, piece.begin, piece.end, piece.count);
-}
-
-// [0, n) cut so that each piece holds at most kRangesPerLaunch ranges; a
-// piece ends where the next piece's first range begins. No ranges: one piece.
-std::vector<DecayPiece> decay_pieces(int64_t n, const std::vector<ElementRange>& no_decay) {
-  std::vector<DecayPiece> pieces;
-  size_t next = 0;
-  long long lo = 0;
-  do {
-    DecayPiece piece{};
-    piece.lo = lo;
-    const size_t stop = std::min(no_decay.size(), next + kRangesPerLaunch);
-    for (size_t k = next; k < stop; ++k) {
-      piece.begin[piece.count] = no_decay[k].begin;
-      piece.end[piece.count] = no_decay[k].end;
-      ++piece.count;
-    }
-    next = stop;
-    piece.hi = next < no_decay.size() ? no_decay[next].begin : n;
-    lo = piece.hi;
-    pieces.push_back(piece);
-  } while (next < no_decay.size());
-  return pieces;
 }
 
 // x as stored in dtype T and loaded back (the identity for fp32).
