@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/device.h"     // Activation
 #include "core/precision.h"  // PrecisionPolicy
+#include "models/model.h"    // ParamRole
 #include "models/options.h"  // CheckpointPolicy
 
 namespace mpb {
@@ -75,6 +77,9 @@ struct OptimizerConfig {
   // then constant, or decaying to 0 at the last step (linear or cosine).
   int warmup = 0;
   LrDecay decay = LrDecay::None;
+  // Parameters that get no weight decay (YAML optimizer.decay_exclude: [bias,
+  // layernorm]); unset: the model's recipe (effective_decay_exclude).
+  std::optional<std::vector<ParamRole>> decay_exclude;
 };
 
 // One fully resolved training run (a cell of the matrix).
@@ -110,6 +115,16 @@ struct CellConfig {
   DataConfig data;
   OptimizerConfig optimizer;
 };
+
+// optimizer.decay_exclude as the trainer applies it: the file's list, else the
+// model's recipe. BERT: biases and LayerNorm gains, as Google's original
+// optimization.py, NVIDIA's DeepLearningExamples and HuggingFace's examples
+// do; the MLP: nothing excluded (decay on every parameter, as it always had).
+inline std::vector<ParamRole> effective_decay_exclude(const CellConfig& c) {
+  if (c.optimizer.decay_exclude) return *c.optimizer.decay_exclude;
+  if (c.model.kind == ModelKind::Bert) return {ParamRole::Bias, ParamRole::Norm};
+  return {};
+}
 
 // Where a value was written in the experiment file (1-based line and column)
 // and its dotted path there ("matrix.model.width[1]"), for messages about a

@@ -135,6 +135,32 @@ const Aliases kOffAliases = {{"false", "off"}, {"False", "off"}, {"FALSE", "off"
 
 const Names<bool> kOffOn = {{false, "off"}, {true, "on"}};
 
+// optimizer.decay_exclude: a list of parameter roles by name. get gives the
+// effective list (the model's recipe where the file sets none), so ids,
+// matching and the resolved-configuration JSON all show what the trainer does.
+KeySpec decay_exclude(const char* key) {
+  static const Names<ParamRole> names = {{ParamRole::Bias, "bias"}, {ParamRole::Norm, "layernorm"}};
+  KeySpec spec{key, Type::NameList, {}, {}, {}, {}, {}};
+  for (const auto& n : names) spec.choices.push_back(n.second);
+  spec.get = [](const CellConfig& c) -> Value {
+    const std::vector<ParamRole> roles = effective_decay_exclude(c);
+    std::vector<std::string> out;
+    for (const auto& [role, name] : names)  // in the table's order: one spelling per set
+      if (std::find(roles.begin(), roles.end(), role) != roles.end()) out.push_back(name);
+    return out;
+  };
+  spec.set = [](CellConfig& c, const Value& v) {
+    std::vector<ParamRole> roles;
+    for (const std::string& item : std::get<std::vector<std::string>>(v)) {
+      const auto it = std::find_if(names.begin(), names.end(), [&](const auto& n) { return n.second == item; });
+      if (it == names.end()) throw std::logic_error("schema: '" + item + "' is not an optimizer.decay_exclude name");
+      roles.push_back(it->first);
+    }
+    c.optimizer.decay_exclude = roles;
+  };
+  return spec;
+}
+
 Names<CheckpointPolicy> checkpoint_names() {
   Names<CheckpointPolicy> names;
   for (const auto p : {CheckpointPolicy::Off, CheckpointPolicy::EveryLayer, CheckpointPolicy::EveryK,
@@ -222,6 +248,7 @@ const std::vector<KeySpec>& keys() {
       choice ("optimizer.decay", Names<LrDecay>{{LrDecay::None, "none"}, {LrDecay::Linear, "linear"},
                                                 {LrDecay::Cosine, "cosine"}},
                                                              MPB_FIELD(optimizer.decay)),
+      decay_exclude("optimizer.decay_exclude"),
   };
   return table;
 }
@@ -336,6 +363,7 @@ std::string canonical(const Value& value) {
       for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
       return out + "]";
     }
+    std::string operator()(const std::vector<std::string>& v) const { return "[" + join(v, ",") + "]"; }
   };
   return std::visit(Visitor{}, value);
 }
@@ -358,6 +386,11 @@ nlohmann::json cell_config_to_json(const CellConfig& config) {
   nlohmann::json json = nlohmann::json::object();
   for (const auto& spec : schema::keys()) {
     if (spec.type == schema::Type::LossScale) continue;
+    // An empty optimizer.decay_exclude (decay on every parameter, what every
+    // cell did before the key existed) is left out, so those configurations
+    // keep their config_hash and earlier results still match them; a list
+    // that excludes something (BERT's default) is always written.
+    if (spec.type == schema::Type::NameList && std::get<std::vector<std::string>>(spec.get(config)).empty()) continue;
     std::string pointer = "/" + spec.key;
     std::replace(pointer.begin(), pointer.end(), '.', '/');
     json[nlohmann::json::json_pointer(pointer)] = std::visit(

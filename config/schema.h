@@ -32,13 +32,14 @@ std::optional<std::string> unsupported_reason(const std::string& key, const std:
 
 // The canonical string of a resolved key's value, as cell ids use it:
 // ("optimizer.lr" -> "0.001", "fusion" -> "off", "loss_scale" -> "dynamic{init:1024}",
-// "inject_nonfinite" -> "[5,9]" or "[]").
+// "inject_nonfinite" -> "[5,9]" or "[]", "optimizer.decay_exclude" -> "[bias,layernorm]").
 // Throws std::invalid_argument for a key that is not a per-cell key of the schema.
 std::string config_value_string(const CellConfig& config, const std::string& key);
 
 // The full resolved configuration as JSON (same key names and nesting as the YAML,
 // values as the YAML spells them: "fusion": "off"; loss_scale always as the full
-// map, inject_nonfinite as an array of integers).
+// map, inject_nonfinite as an array of integers, optimizer.decay_exclude as the
+// effective array of names, left out when empty: see cell_config_to_json).
 nlohmann::json cell_config_to_json(const CellConfig& config);
 
 // Sets config.precision to the canonical spelling of `text` and config.policy to
@@ -71,6 +72,7 @@ enum class Type {
   Precision,  // whatever core/precision's resolve_policy accepts
   LossScale,  // none | static | dynamic | number | map of loss_scale.* keys
   StepList,   // a list of distinct optimizer steps (Int items within `bounds`), kept sorted
+  NameList,   // a list of distinct names from `choices`, kept in the order of `choices`
   Text,       // any non-empty string (a file path)
 };
 
@@ -89,14 +91,14 @@ struct Precision {
 };
 
 // A parsed, validated value of a key. Choice values are their canonical name.
-using Value =
-    std::variant<int, uint64_t, double, std::string, LossScaleConfig, std::vector<int>, Precision>;
+using Value = std::variant<int, uint64_t, double, std::string, LossScaleConfig, std::vector<int>, Precision,
+                           std::vector<std::string>>;
 
 struct KeySpec {
   std::string key;  // dotted, as in the YAML: "optimizer.lr"
   Type type;
   Bounds bounds;                                             // Int, Number, StepList items
-  std::vector<std::string> choices;                          // Choice: canonical names
+  std::vector<std::string> choices;                          // Choice, NameList items: canonical names
   std::vector<std::pair<std::string, std::string>> aliases;  // Choice: spelling -> choice
   std::function<Value(const CellConfig&)> get;               // the field's value
   std::function<void(CellConfig&, const Value&)> set;        // writes a parsed value
@@ -131,7 +133,8 @@ struct ValueError : std::invalid_argument {
 // What a key's value must look like, for "expected ..., got a list" ("an integer").
 std::string expected_form(const KeySpec& spec);
 // A scalar value of any type but StepList; for LossScale, the scalar forms (a mode
-// or a number); a map of loss_scale.* keys is the loader's.
+// or a number); a map of loss_scale.* keys is the loader's; for NameList, one
+// item (a name from choices, as a std::string).
 Value parse_scalar(const KeySpec& spec, const std::string& text);
 int parse_int(const KeySpec& spec, const std::string& text);  // within spec.bounds
 

@@ -189,6 +189,8 @@ std::string expected_form(const KeySpec& spec) {
       return "a number";
     case Type::Choice:
       return "one of " + join(spec.choices, ", ");
+    case Type::NameList:  // its items
+      return "one of " + join(spec.choices, ", ");
     case Type::Precision:
       return "a precision";
     case Type::LossScale:
@@ -219,6 +221,7 @@ Value parse_scalar(const KeySpec& spec, const std::string& text) {
     case Type::Number:
       return parse_number(spec, text);
     case Type::Choice:
+    case Type::NameList:  // one item
       return parse_choice(spec, text);
     case Type::Precision:
       return parse_precision(text);

@@ -128,6 +128,10 @@ struct AdamWHyper {
 struct SgdHyper {
   float lr, momentum, weight_decay;
 };
+// Elements [begin, end) of a flat tensor.
+struct ElementRange {
+  int64_t begin, end;
+};
 
 // Per-tensor statistics for the numerics-health probes and gradient norms.
 struct TensorStats {
@@ -327,10 +331,15 @@ class Device {
   // fused update also writes in the same pass, as a fused mixed-precision
   // optimizer does; empty: the caller refreshes copies itself.
   // AdamWHyper::step is 1-based (>= 1).
+  // no_decay: element ranges of param that get no weight decay, as a PyTorch
+  // parameter group with weight_decay 0 (biases and LayerNorm gains:
+  // optimizer.decay_exclude); non-empty, sorted, disjoint, within param. The
+  // update there is bit-identical to a call on that range with weight_decay 0.
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWHyper& h,
-                  float grad_scale, bool fused, const Tensor& param_copy);
+                  float grad_scale, bool fused, const Tensor& param_copy,
+                  const std::vector<ElementRange>& no_decay = {});
   void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
-                float grad_scale);
+                float grad_scale, const std::vector<ElementRange>& no_decay = {});
 
  protected:
   // The backends' implementations, one per public op above (whose comment
@@ -382,9 +391,10 @@ class Device {
                                        GradMode mode) = 0;
   virtual void dropout_impl(const Tensor& out, const Tensor& in, float p, uint64_t seed) = 0;
   virtual void adamw_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                               const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy) = 0;
+                               const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy,
+                               const std::vector<ElementRange>& no_decay) = 0;
   virtual void sgd_step_impl(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
-                             const SgdHyper& h, float grad_scale) = 0;
+                             const SgdHyper& h, float grad_scale, const std::vector<ElementRange>& no_decay) = 0;
 
   friend class DeviceBuffer;
   virtual void* raw_alloc(size_t bytes) = 0;

@@ -254,6 +254,19 @@ void check_embedding(const char* op, const char* rows_name, const Tensor& rows, 
 }
 
 // ---- optimizers ------------------------------------------------------------------------
+// Element ranges of t: each non-empty and within t, in increasing order, none overlapping.
+void need_ranges(const char* op, const char* name, const std::vector<ElementRange>& ranges, const Tensor& t) {
+  int64_t prev_end = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const ElementRange& r = ranges[i];
+    const std::string at = std::string(name) + "[" + std::to_string(i) + "] [" + num(r.begin) + ", " + num(r.end) + ")";
+    if (r.begin >= r.end) fail(op, at + " is empty");
+    if (r.begin < prev_end) fail(op, at + " is out of order or overlaps the range before it");
+    if (r.end > t.numel()) fail(op, at + " is beyond the tensor's " + num(t.numel()) + " elements");
+    prev_end = r.end;
+  }
+}
+
 void check_state(const char* op, const Tensor& p, const Tensor& g, const char* state_name, const Tensor& s) {
   need_dtype(op, state_name, s, DType::F32);
   need_float(op, "param", p);
@@ -518,7 +531,8 @@ void Device::dropout(const Tensor& out, const Tensor& in, float p, uint64_t seed
 
 // ---- optimizers ------------------------------------------------------------------------------
 void Device::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                        const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy) {
+                        const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy,
+                        const std::vector<ElementRange>& no_decay) {
   const char* op = "adamw_step";
   check_state(op, param, grad, "m", m);
   check_state(op, param, grad, "v", v);
@@ -527,13 +541,15 @@ void Device::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m
     need_float(op, "param_copy", param_copy);
     need_same_numel(op, "param_copy", param_copy, "param", param);
   }
-  adamw_step_impl(param, grad, m, v, h, grad_scale, fused, param_copy);
+  need_ranges(op, "no_decay", no_decay, param);
+  adamw_step_impl(param, grad, m, v, h, grad_scale, fused, param_copy, no_decay);
 }
 
 void Device::sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
-                      float grad_scale) {
+                      float grad_scale, const std::vector<ElementRange>& no_decay) {
   check_state("sgd_step", param, grad, "momentum_buf", momentum_buf);
-  sgd_step_impl(param, grad, momentum_buf, h, grad_scale);
+  need_ranges("sgd_step", "no_decay", no_decay, param);
+  sgd_step_impl(param, grad, momentum_buf, h, grad_scale, no_decay);
 }
 
 }  // namespace mpb

@@ -63,6 +63,34 @@ int bert_checkpoint_segment(const BertConfig& c) {
   return std::max(1, std::min(k, c.layers));
 }
 
+namespace {
+// Forward GEMM FLOPs of one encoder layer for one sequence.
+double layer_forward_flops(const BertConfig& c) {
+  const double T = c.seq_len, C = c.hidden, F = c.ffn_dim();
+  return 2 * T * C * 3 * C /*QKV*/ + 2 * T * T * C /*q.k^T*/ + 2 * T * T * C /*p.v*/ + 2 * T * C * C /*output dense*/ +
+         2 * 2 * T * C * F /*FFN*/;
+}
+}  // namespace
+
+// GEMM FLOPs of one sequence, forward (2mnk each) + backward (dX and dW:
+// twice that). Model FLOPs: checkpointing's recomputed forward is not
+// counted (the MFU convention), so GFLOP/s compare across policies.
+double bert_train_flops_per_sample(const BertConfig& c) {
+  const double T = c.seq_len, C = c.hidden, V = c.model_vocab();
+  const double head = 2 * T * C * C /*transform*/ + 2 * T * C * V /*tied decoder*/;
+  return 3.0 * (c.layers * layer_forward_flops(c) + head);
+}
+
+// backward() recomputes the forward of every segment but the last one
+// (BertActivations::recompute_from), once.
+double bert_recompute_flops_per_sample(const BertConfig& c) {
+  const int L = c.layers, seg = bert_checkpoint_segment(c);
+  if (seg >= L) return 0.0;
+  const int segments = (L + seg - 1) / seg;
+  const int last_segment_layers = L - (segments - 1) * seg;
+  return double(L - last_segment_layers) * layer_forward_flops(c);
+}
+
 std::vector<std::string> bert_warnings(const BertConfig& c, int64_t micro_batch) {
   std::vector<std::string> w;
   const char* why = " is not a multiple of 8: tensor cores (fp16/bf16/tf32) want every GEMM dimension to be a "
@@ -167,31 +195,10 @@ class Bert final : public StoredParamsModel {
     return s;
   }
 
-  // GEMM FLOPs of one sequence, forward (2mnk each) + backward (dX and dW:
-  // twice that). Model FLOPs: checkpointing's recomputed forward is not
-  // counted (the MFU convention), so GFLOP/s compare across policies.
-  double train_flops_per_sample() const override {
-    const double T = T_, C = C_, V = V_;
-    const double head = 2 * T * C * C /*transform*/ + 2 * T * C * V /*tied decoder*/;
-    return 3.0 * (L_ * layer_forward_flops() + head);
-  }
-
-  // backward() recomputes the forward of every segment but the last one
-  // (BertActivations::recompute_from), once.
-  double recompute_flops_per_sample() const override {
-    if (!ckpt_) return 0.0;
-    const int segments = (L_ + seg_ - 1) / seg_;
-    const int last_segment_layers = L_ - (segments - 1) * seg_;
-    return double(L_ - last_segment_layers) * layer_forward_flops();
-  }
+  double train_flops_per_sample() const override { return bert_train_flops_per_sample(cfg_); }
+  double recompute_flops_per_sample() const override { return bert_recompute_flops_per_sample(cfg_); }
 
  private:
-  // Forward GEMM FLOPs of one encoder layer for one sequence.
-  double layer_forward_flops() const {
-    const double T = T_, C = C_, F = F_;
-    return 2 * T * C * 3 * C /*QKV*/ + 2 * T * T * C /*q.k^T*/ + 2 * T * T * C /*p.v*/ + 2 * T * C * C /*output dense*/ +
-           2 * 2 * T * C * F /*FFN*/;
-  }
 
   // Views of the first b sequences.
   Tensor nc(const Tensor& t, int64_t b) const { return first_view(t, Shape{b * T_, C_}); }

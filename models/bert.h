@@ -84,6 +84,12 @@ void validate_bert(const BertConfig& cfg);
 // every_k, ceil(sqrt(layers)) for sqrt (about sqrt(L) segments of sqrt(L)).
 int bert_checkpoint_segment(const BertConfig& cfg);
 
+// GEMM FLOPs of one training sequence from the configuration alone (the
+// model's train_flops_per_sample / recompute_flops_per_sample return these;
+// runner --dry-run's cost estimate reads them without building a model).
+double bert_train_flops_per_sample(const BertConfig& cfg);
+double bert_recompute_flops_per_sample(const BertConfig& cfg);
+
 // Performance advice, one line each: GEMM dimensions that are not multiples
 // of 8 (tensor cores want multiples of 8 in fp16/bf16/tf32), settings that
 // don't do what they suggest. micro_batch > 0 also checks micro_batch *

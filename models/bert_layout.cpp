@@ -9,9 +9,16 @@
 
 namespace mpb {
 
+// In BERT's table the initialisation says what a tensor is: every
+// zero-initialised tensor is a bias (LayerNorm's beta included), every
+// one-initialised one a LayerNorm gain (tests/models/test_bert.cpp checks the
+// roles against the names).
 int BertParams::add(const std::string& name, Shape shape, Init init) {
   init_.push_back(init);
-  return store_->add(name, shape);
+  const ParamRole role = init == Init::Zero  ? ParamRole::Bias
+                         : init == Init::One ? ParamRole::Norm
+                                             : ParamRole::Weight;
+  return store_->add(name, shape, role);
 }
 
 BertParams::BertParams(ParamStore& store, const BertConfig& cfg) : store_(&store) {

@@ -33,8 +33,8 @@ class Mlp final : public StoredParamsModel {
       L.hidden = l < cfg.hidden_layers;
       L.out = L.hidden ? cfg.width : cfg.classes;
       const std::string name = "layers." + std::to_string(l);
-      store_.add(name + ".weight", Shape{L.out, L.in});
-      store_.add(name + ".bias", Shape{L.out});
+      store_.add(name + ".weight", Shape{L.out, L.in}, ParamRole::Weight);
+      store_.add(name + ".bias", Shape{L.out}, ParamRole::Bias);
       layers_.push_back(std::move(L));
       prev = layers_.back().out;
     }
@@ -92,14 +92,7 @@ class Mlp final : public StoredParamsModel {
     return s;
   }
 
-  double train_flops_per_sample() const override {
-    double f = 0.0;
-    for (size_t l = 0; l < layers_.size(); ++l) {
-      double mac = double(layers_[l].in) * layers_[l].out;
-      f += 2 * mac /*forward*/ + 2 * mac /*dW*/ + (l > 0 ? 2 * mac /*dX*/ : 0.0);
-    }
-    return f;
-  }
+  double train_flops_per_sample() const override { return mlp_train_flops_per_sample(cfg_); }
 
  private:
   // PyTorch nn.Linear's default init: U(-1/sqrt(in), 1/sqrt(in)) for weight
@@ -173,6 +166,21 @@ class Mlp final : public StoredParamsModel {
 };
 
 }  // namespace
+
+// Layer l maps in -> out (input_dim -> width x hidden_layers -> classes): a
+// forward GEMM, its weight gradient, and the input gradient except for the
+// first layer, whose input needs none: 2 mnk each.
+double mlp_train_flops_per_sample(const MlpConfig& cfg) {
+  double f = 0.0;
+  double in = cfg.input_dim;
+  for (int l = 0; l <= cfg.hidden_layers; ++l) {
+    const double out = l < cfg.hidden_layers ? cfg.width : cfg.classes;
+    const double mac = in * out;
+    f += 2 * mac /*forward*/ + 2 * mac /*dW*/ + (l > 0 ? 2 * mac /*dX*/ : 0.0);
+    in = out;
+  }
+  return f;
+}
 
 // Mirrors the Mlp constructor above: keep the two together.
 MemoryEstimate estimate_mlp_memory(const MlpConfig& cfg, const PrecisionPolicy& pol, double micro) {

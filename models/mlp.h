@@ -27,6 +27,11 @@ std::unique_ptr<Model> make_mlp(Device& dev, const MlpConfig& cfg, const Precisi
 
 // What make_mlp allocates (models/memory_estimate.h): its parameter store, the
 // activation buffers of one micro-batch, GEMM conversion workspace.
+// GEMM FLOPs of one training sample from the configuration alone (the model's
+// train_flops_per_sample returns this; runner --dry-run's cost estimate reads
+// it without building a model).
+double mlp_train_flops_per_sample(const MlpConfig& cfg);
+
 MemoryEstimate estimate_mlp_memory(const MlpConfig& cfg, const PrecisionPolicy& policy, double micro_batch);
 
 }  // namespace mpb

@@ -13,10 +13,20 @@
 
 namespace mpb {
 
+// What a parameter tensor is, for what treats kinds differently (weight
+// decay: optimizer.decay_exclude in docs/CONFIG.md). Typed here rather than
+// read from names, which differ between post-LN and pre-LN BERT.
+enum class ParamRole {
+  Weight,  // a linear layer's weight or an embedding table
+  Bias,    // any additive bias, LayerNorm's beta included (HuggingFace's "bias")
+  Norm,    // a LayerNorm gain (gamma; HuggingFace's "LayerNorm.weight")
+};
+
 struct ParamInfo {
   std::string name;  // "layers.0.weight" (PyTorch state_dict names)
   Shape shape;
   int64_t offset = 0;  // into the flat parameter / gradient buffers
+  ParamRole role = ParamRole::Weight;
 };
 
 struct EvalSums {

@@ -4,9 +4,9 @@
 
 namespace mpb {
 
-int ParamStore::add(const std::string& name, Shape shape) {
+int ParamStore::add(const std::string& name, Shape shape, ParamRole role) {
   if (allocated()) throw std::logic_error("ParamStore::add('" + name + "') after allocate()");
-  info_.push_back({name, shape, numel_});
+  info_.push_back({name, shape, numel_, role});
   numel_ += shape.numel();
   return static_cast<int>(info_.size()) - 1;
 }

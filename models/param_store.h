@@ -42,7 +42,7 @@ class ParamStore {
 
   // The table: tensors at consecutive offsets in the order added. Returns the
   // tensor's index (for ref). Only before allocate().
-  int add(const std::string& name, Shape shape);
+  int add(const std::string& name, Shape shape, ParamRole role);
   const std::vector<ParamInfo>& info() const { return info_; }
   int64_t numel() const { return numel_; }  // all parameters together
 

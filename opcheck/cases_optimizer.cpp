@@ -92,6 +92,10 @@ class Embedding : public Instance {
 // 1e-7 + 3 16-bit ulps.
 // param_copy: the copy (any float dtype) == cast(param) bit for bit, and
 // param, m, v exactly what the same step without a copy gives.
+// no_decay (optimizer.decay_exclude): the reference takes weight_decay 0
+// inside the ranges, with the same bounds; and the op equals, bit for bit,
+// one call per run of the ranges with weight_decay 0 or the given one (the
+// contract in core/device.h), fused and unfused.
 struct AdamSpec {
   int64_t n;
   float lr, wd, grad_scale;
@@ -102,14 +106,17 @@ struct AdamSpec {
 
 class AdamW : public Instance {
  public:
-  AdamW(AdamSpec s, DType pt, DType gt, DType copy_t) : s_(s), copy_t_(copy_t) {
+  AdamW(AdamSpec s, DType pt, DType gt, DType copy_t, std::vector<ElementRange> no_decay = {})
+      : s_(s), copy_t_(copy_t), no_decay_(std::move(no_decay)) {
     Gen g(seed_of("adamw", s.n, pt, gt, copy_t));
     p0_ = g.nonzero(pt, Shape{s.n});
     m0_ = s.zero_state ? filled(DType::F32, Shape{s.n}, 0.0f) : g.uniform(DType::F32, Shape{s.n}, -0.01f, 0.01f);
     v0_ = s.zero_state ? filled(DType::F32, Shape{s.n}, 0.0f) : g.uniform(DType::F32, Shape{s.n}, 0.0f, 1e-4f);
     for (int i = 0; i < s.steps; ++i) grads_.push_back(g.uniform(gt, Shape{s.n}, s.g_lo, s.g_hi));
   }
-  AdamWHyper hyper(int step) const { return AdamWHyper{s_.lr, 0.9f, 0.999f, 1e-8f, s_.wd, step}; }
+  AdamWHyper hyper(int step, bool decayed = true) const {
+    return AdamWHyper{s_.lr, 0.9f, 0.999f, 1e-8f, decayed ? s_.wd : 0.0f, step};
+  }
   Outputs run(Device& dev) override {
     Outputs o;
     const bool copy = copy_t_ != DType::I32;
@@ -118,9 +125,20 @@ class AdamW : public Instance {
       DeviceBuffer c = copy ? put(dev, filled(copy_t_, p0_.shape, NAN)) : DeviceBuffer{};
       for (int step = 1; step <= s_.steps; ++step)
         dev.adamw_step(p, put(dev, grads_[static_cast<size_t>(step - 1)]), m, v, hyper(step), s_.grad_scale, fused,
-                       copy ? c.tensor() : Tensor{});
+                       copy ? c.tensor() : Tensor{}, no_decay_);
       const std::string f = fused ? " fused" : " unfused";
       o.add("param" + f, dev, p), o.add("m" + f, dev, m), o.add("v" + f, dev, v);
+      if (!no_decay_.empty()) {  // one call per run, each with its own weight decay
+        DeviceBuffer p3 = put(dev, p0_), m3 = put(dev, m0_), v3 = put(dev, v0_);
+        for (int step = 1; step <= s_.steps; ++step) {
+          DeviceBuffer g = put(dev, grads_[static_cast<size_t>(step - 1)]);
+          for_each_run([&](int64_t lo, int64_t hi, bool decayed) {
+            const auto part = [&](const DeviceBuffer& b) { return b.tensor().flat_slice(lo, hi - lo); };
+            dev.adamw_step(part(p3), part(g), part(m3), part(v3), hyper(step, decayed), s_.grad_scale, fused, Tensor{});
+          });
+        }
+        o.add("param split" + f, dev, p3), o.add("m split" + f, dev, m3), o.add("v split" + f, dev, v3);
+      }
       if (copy) {
         DeviceBuffer cast = dev.alloc(p0_.shape, copy_t_, MemCategory::Params);
         dev.cast(cast, p);
@@ -141,7 +159,8 @@ class AdamW : public Instance {
       AdamRef& r = ref[static_cast<size_t>(i)];
       r.p = p0_.value(i), r.m = m0_.value(i), r.v = v0_.value(i), r.m_mag = std::fabs(r.m);
       for (int step = 1; step <= s_.steps; ++step) {
-        adamw_ref_step(r, grads_[static_cast<size_t>(step - 1)].value(i) * static_cast<double>(s_.grad_scale), hyper(step));
+        adamw_ref_step(r, grads_[static_cast<size_t>(step - 1)].value(i) * static_cast<double>(s_.grad_scale),
+                       hyper(step, decayed(i)));
         r.p = stored(pt, r.p);
       }
     }
@@ -161,6 +180,11 @@ class AdamW : public Instance {
     c.near("m", got["m fused"], rm, tm);
     c.near("v", got["v fused"], rv, tv);
     for (const char* n : {"param", "m", "v"}) c.same_bits(std::string("fused vs unfused ") + n, got[std::string(n) + " fused"], got[std::string(n) + " unfused"]);
+    if (!no_decay_.empty())
+      for (const char* f : {" fused", " unfused"})
+        for (const char* n : {"param", "m", "v"})
+          c.same_bits(std::string("no_decay vs a call per run: ") + n + f, got[std::string(n) + f],
+                      got[std::string(n) + " split" + f]);
     if (copy_t_ == DType::I32) return;
     for (const char* f : {" fused", " unfused"}) {
       c.same_bits(std::string("copy vs cast(param)") + f, got[std::string("copy") + f], got[std::string("cast(param)") + f]);
@@ -187,8 +211,26 @@ class AdamW : public Instance {
   static double m_cpu_tol(double w) { return 8 * ulp(DType::F32, w) + std::ldexp(2.0, -21); }
   static double v_cpu_tol(double w) { return 8 * ulp(DType::F32, w) + std::ldexp(4.0, -40); }
 
+  bool decayed(int64_t i) const {
+    for (const ElementRange& r : no_decay_)
+      if (i >= r.begin && i < r.end) return false;
+    return true;
+  }
+  // run(lo, hi, decayed) over the maximal runs of [0, n) in or out of the ranges.
+  template <class Run>
+  void for_each_run(Run run) const {
+    int64_t i = 0;
+    for (const ElementRange& r : no_decay_) {
+      if (r.begin > i) run(i, r.begin, true);
+      run(r.begin, r.end, false);
+      i = r.end;
+    }
+    if (i < s_.n) run(i, s_.n, true);
+  }
+
   AdamSpec s_;
   DType copy_t_;  // I32: no copy
+  std::vector<ElementRange> no_decay_;
   Host p0_, m0_, v0_;
   std::vector<Host> grads_;
 };
@@ -211,7 +253,8 @@ struct SgdSpec {
 
 class Sgd : public Instance {
  public:
-  Sgd(SgdSpec s, DType pt, DType gt) : s_(s) {
+  // no_decay: weight_decay 0 inside the ranges, in the reference too.
+  Sgd(SgdSpec s, DType pt, DType gt, std::vector<ElementRange> no_decay = {}) : s_(s), no_decay_(std::move(no_decay)) {
     Gen g(seed_of("sgd", s.n, pt, gt));
     auto draw = [&](DType t, float lo, float hi) { return lo < 0 ? g.uniform(t, Shape{s.n}, lo, hi) : g.nonzero(t, Shape{s.n}, lo, hi); };
     p0_ = draw(pt, s.p_lo, s.p_hi);
@@ -220,16 +263,19 @@ class Sgd : public Instance {
   }
   Outputs run(Device& dev) override {
     DeviceBuffer p = put(dev, p0_), buf = put(dev, buf0_);
-    for (const Host& g : grads_) dev.sgd_step(p, put(dev, g), buf, s_.h, s_.grad_scale);
+    for (const Host& g : grads_) dev.sgd_step(p, put(dev, g), buf, s_.h, s_.grad_scale, no_decay_);
     Outputs o;
     o.add("param", dev, p), o.add("momentum", dev, buf);
     return o;
   }
   void check(Check& c, Device&, const Outputs& got) override {
     const DType pt = p0_.dtype;
-    const double lr = s_.h.lr, mom = s_.h.momentum, wd = s_.h.weight_decay;
+    const double lr = s_.h.lr, mom = s_.h.momentum;
     std::vector<double> rp(static_cast<size_t>(s_.n)), rb(rp.size()), tp(rp.size()), tb(rp.size());
     for (int64_t i = 0; i < s_.n; ++i) {
+      double wd = s_.h.weight_decay;
+      for (const ElementRange& r : no_decay_)
+        if (i >= r.begin && i < r.end) wd = 0.0;
       double p = p0_.value(i), b = buf0_.value(i), bmag = std::fabs(b);
       for (const Host& g : grads_) {
         const double gi = g.value(i) * static_cast<double>(s_.grad_scale) + wd * p;
@@ -264,6 +310,7 @@ class Sgd : public Instance {
   }
 
   SgdSpec s_;
+  std::vector<ElementRange> no_decay_;
   Host p0_, buf0_;
   std::vector<Host> grads_;
 };
@@ -307,6 +354,18 @@ void add_optimizer_cases(std::vector<OpCase>& v) {
         v.push_back(make_case<AdamW>("adamw_step (param_copy)", "n100003 one step",
                                      "param " + dt(pt) + " grad " + dt(gt) + " copy " + dt(ct), Size::Small,
                                      std::string(atol) + "; copy == cast(param) bit for bit", false, one, pt, gt, ct));
+  // optimizer.decay_exclude: 70 no-decay ranges (the CUDA backend launches
+  // at most 32 a time, so three pieces), the first at element 0 and the last
+  // at the end; a large weight decay so that a range treated wrongly is far
+  // outside the bounds.
+  std::vector<ElementRange> ranges;
+  for (int64_t k = 0; k < 70; ++k) ranges.push_back({k * 571, k * 571 + 1 + k % 37});
+  ranges.push_back({40'000 - 300, 40'000});
+  const AdamSpec decay{40'000, 1e-2f, 0.5f, 0.37f, -4.0f, 4.0f, false, 3};
+  for (DType pt : {DType::F32, DType::BF16})
+    v.push_back(make_case<AdamW>("adamw_step (no_decay)", "n40000 71 ranges x3 steps", "param " + dt(pt) + " grad f32",
+                                 Size::Small, std::string(atol) + "; == a call per run bit for bit", false, decay, pt,
+                                 DType::F32, DType::I32, ranges));
   const AdamSpec bert{768 * 3072, 1e-4f, 0.01f, 1.0f / 128.0f, -64.0f, 64.0f, false, 3};
   v.push_back(make_case<AdamW>("adamw_step (param_copy)", "BERT FFN weight 768x3072 x3 steps", "param f32 grad bf16 copy bf16",
                                Size::Bert, atol, false, bert, DType::F32, DType::BF16, DType::BF16));
@@ -318,6 +377,9 @@ void add_optimizer_cases(std::vector<OpCase>& v) {
     for (DType gt : kFloatTypes)
       v.push_back(make_case<Sgd>("sgd_step", "n4097 x3 steps", "param " + dt(pt) + " grad " + dt(gt), Size::Small, stol, false,
                                  SgdSpec{4097, SgdHyper{0.05f, 0.9f, 1e-4f}, 0.5f, -2.0f, 2.0f, -4.0f, 4.0f, false}, pt, gt));
+  v.push_back(make_case<Sgd>("sgd_step (no_decay)", "n40000 71 ranges x3 steps", "param f32 grad f32", Size::Small, stol,
+                             false, SgdSpec{40'000, SgdHyper{0.05f, 0.9f, 0.5f}, 0.37f, 0.1f, 1.0f, 0.1f, 1.0f, true},
+                             DType::F32, DType::F32, ranges));
 }
 
 }  // namespace mpb::opcheck

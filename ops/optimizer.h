@@ -2,8 +2,11 @@
 // and CUDA optimizers. fp32 master weights and state throughout.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "core/device.h"  // ElementRange
 #include "ops/scalar.h"
 
 namespace mpb::scalar {
@@ -39,6 +42,57 @@ inline AdamWStep make_adamw_step(float lr, float beta1, float beta2, float eps, 
   s.bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), t));
   s.bias2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(beta2), t)));
   return s;
+}
+
+// optimizer.decay_exclude (PyTorch: a parameter group with weight_decay 0):
+// whether element i lies in one of `count` sorted, disjoint ranges
+// [begin[k], end[k]). Those elements take the step constants made with
+// weight_decay 0 (AdamW: decay == 1 exactly; SGD: weight_decay == 0), so they
+// compute what a separate call with weight_decay 0 computes, bit for bit.
+// Binary search: the CUDA kernels' per-element test.
+MPB_HD inline bool in_sorted_ranges(long long i, const long long* begin, const long long* end, int count) {
+  int lo = 0, hi = count;  // the first range that ends after i
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (end[mid] <= i) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < count && begin[lo] <= i;
+}
+
+// A piece of [0, n) for a backend that passes the no-decay ranges with each
+// launch (the CUDA kernels, by value): elements [lo, hi) and the ranges inside
+// it, at most kRangesPerPiece.
+constexpr int kRangesPerPiece = 32;
+struct DecayPiece {
+  long long lo, hi;
+  long long begin[kRangesPerPiece], end[kRangesPerPiece];
+  int count;
+};
+
+// [0, n) cut so that each piece holds at most kRangesPerPiece of the sorted,
+// disjoint ranges; a piece ends where the next piece's first range begins, so
+// every element is in exactly one piece and every range inside one. No
+// ranges: one piece [0, n). Host code.
+inline std::vector<DecayPiece> decay_pieces(long long n, const std::vector<ElementRange>& no_decay) {
+  std::vector<DecayPiece> pieces;
+  size_t next = 0;
+  long long lo = 0;
+  do {
+    DecayPiece piece{};
+    piece.lo = lo;
+    const size_t stop = std::min(no_decay.size(), next + kRangesPerPiece);
+    for (size_t k = next; k < stop; ++k) {
+      piece.begin[piece.count] = no_decay[k].begin;
+      piece.end[piece.count] = no_decay[k].end;
+      ++piece.count;
+    }
+    next = stop;
+    piece.hi = next < no_decay.size() ? no_decay[next].begin : n;
+    lo = piece.hi;
+    pieces.push_back(piece);
+  } while (next < no_decay.size());
+  return pieces;
 }
 
 // SGD with momentum and coupled weight decay (torch.optim.SGD, dampening 0).

@@ -92,6 +92,8 @@ class Loader {
                      const std::string& path) const;
   std::vector<int> parse_step_list(const KeySpec& spec, const YAML::Node& node,
                                    const YAML::Mark& mark, const std::string& path) const;
+  std::vector<std::string> parse_name_list(const KeySpec& spec, const YAML::Node& node,
+                                           const YAML::Mark& mark, const std::string& path) const;
   LossScaleConfig parse_loss_scale_map(const YAML::Node& node, const YAML::Mark& mark,
                                        const std::string& path) const;
 
@@ -277,6 +279,7 @@ void Loader::set_base(const KeySpec& spec, const YAML::Node& node, const YAML::N
 Value Loader::parse_value(const KeySpec& spec, const YAML::Node& node, const YAML::Mark& mark,
                           const std::string& path) const {
   if (spec.type == Type::StepList) return parse_step_list(spec, node, mark, path);
+  if (spec.type == Type::NameList) return parse_name_list(spec, node, mark, path);
   if (spec.type == Type::LossScale && node.IsMap()) return parse_loss_scale_map(node, mark, path);
   return parse_scalar(spec, node, mark, path);
 }
@@ -323,6 +326,33 @@ std::vector<int> Loader::parse_step_list(const KeySpec& spec, const YAML::Node& 
     out.push_back(step);
   }
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A YAML list of names from the key's choices ([bias, layernorm], or [] for none),
+// none twice. Kept in the choices' order, so that [layernorm, bias] and [bias,
+// layernorm] are one value.
+std::vector<std::string> Loader::parse_name_list(const KeySpec& spec, const YAML::Node& node,
+                                                 const YAML::Mark& mark, const std::string& path) const {
+  if (!node.IsSequence()) {
+    fail(mark, path,
+         "expected a list of names such as [" + schema::join(spec.choices, ", ") + "] (or [] for none), got " +
+             describe(node));
+  }
+  std::unordered_map<std::string, size_t> index_of;  // name -> its index in the list
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node item = node[i];
+    const YAML::Mark item_mark = item.IsNull() ? mark : item.Mark();
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    const auto name = std::get<std::string>(parse_scalar(spec, item, item_mark, item_path));
+    if (const auto [earlier, fresh] = index_of.emplace(name, i); !fresh) {
+      fail(item_mark, item_path,
+           "'" + name + "' is listed twice (same as " + path + "[" + std::to_string(earlier->second) + "])");
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& choice : spec.choices)
+    if (index_of.count(choice)) out.push_back(choice);
   return out;
 }
 
@@ -414,6 +444,12 @@ std::vector<Axis> Loader::parse_matrix(const YAML::Node& node, const YAML::Mark&
         fail(mark_of(values[i], key), item_path,
              "expected a list of steps such as [5], got " + describe(values[i]) + "; an " +
                  spec.key + " axis is a list of lists, such as [[], [5], [5, 9]]");
+      }
+      if (spec.type == Type::NameList && !values[i].IsSequence()) {
+        fail(mark_of(values[i], key), item_path,
+             "expected a list of names such as [" + spec.choices.front() + "], got " + describe(values[i]) +
+                 "; an " + spec.key + " axis is a list of lists, such as [[], [" +
+                 schema::join(spec.choices, ", ") + "]]");
       }
       Assignment value = parse_assignment(spec, values[i], key, item_path);
       if (const auto [earlier, fresh] = index_of.emplace(value.canonical, i); !fresh) {
@@ -533,7 +569,8 @@ std::string canonical_value_string(const std::string& key, const std::string& te
   if (!spec) throw std::invalid_argument(unknown_name_message("key", key, schema::cell_keys()));
   try {
     // A plain scalar, as if written in the file; a step list as YAML ("[5, 9]").
-    const YAML::Node node = spec->type == Type::StepList ? YAML::Load(text) : YAML::Node(text);
+    const bool list = spec->type == Type::StepList || spec->type == Type::NameList;
+    const YAML::Node node = list ? YAML::Load(text) : YAML::Node(text);
     return schema::canonical(Loader("", LoadOptions{}).parse_value(*spec, node, node.Mark(), key));
   } catch (const ConfigError& e) {
     throw std::invalid_argument("key '" + key + "': " + e.message());

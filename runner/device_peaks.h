@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 
@@ -26,5 +27,11 @@ struct DevicePeaks {
 // ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "Tesla T4"); nullopt
 // when none matches.
 std::optional<DevicePeaks> known_gpu_peaks(const std::string& device_name);
+
+// The row a short name picks, for runner --assume-gpu: "rtx3090", "a100",
+// "h100", "h100-pcie", "l4", "rtx4090", ... (known_gpu_names), compared
+// without case, blanks, '-' or '_' ("RTX 3090" and "rtx_3090" are rtx3090).
+std::optional<DevicePeaks> gpu_peaks_by_name(const std::string& name);
+std::vector<std::string> known_gpu_names();  // in the table's order
 
 }  // namespace mpb

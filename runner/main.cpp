@@ -1,6 +1,7 @@
 // runner FILE.yaml [--out DIR] [--device cpu|cuda|auto] [--filter EXPR] [--dry-run] [--resume]
 //        [--order interleaved|sequential] [--order-seed N]
 //        [--fail-on-divergence] [--stall-timeout S] [--cell-timeout S] [--export-reference DIR]
+//        [--assume-gpu NAME]
 // Exit codes: runner/run_experiment.h ExitCode, docs/RESULTS.md.
 #include <CLI/CLI.hpp>
 
@@ -11,6 +12,7 @@
 
 #include "core/device.h"
 #include "runner/config.h"
+#include "runner/cost_estimate.h"
 #include "runner/doctor.h"
 #include "runner/hung_cell.h"
 #include "runner/reference_export.h"
@@ -65,6 +67,10 @@ int main(int argc, char** argv) {
   app.add_option("--inject-hang", opt.inject_hang,
                  "TESTING ONLY: cells matching this --filter expression hang after step 3 (a planted hang for the "
                  "watchdog's test; recorded in the manifest)");
+  app.add_option("--assume-gpu", opt.assume_gpu,
+                 "estimate the run's time for this GPU's dense peaks (rtx3090, a100, h100, l4, rtx4090, ...; "
+                 "docs/CONFIG.md): --dry-run prints it per cell; a real run keeps it beside the measured time")
+      ->type_name("NAME");
   std::string export_dir;
   app.add_option("--export-reference", export_dir,
                  "write the one cell --filter selects (weights, batches, mpbench's logits, gradients and losses) "
@@ -77,6 +83,10 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? mpb::kExitOk : mpb::kExitBadInput;
   }
   opt.order = mpb::parse_run_order(order);
+  if (std::string error; !opt.assume_gpu.empty() && !mpb::assumed_gpu_basis(opt.assume_gpu, &error)) {
+    std::fprintf(stderr, "error: %s\n", error.c_str());
+    return mpb::kExitBadInput;
+  }
   if (seed_opt->count()) opt.order_seed = order_seed;
 
   mpb::ExperimentConfig exp;

@@ -243,6 +243,13 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   s["eval_loss"] = mean(eval_loss);
   s["eval_accuracy"] = mean(eval_acc);
   s["skipped_steps"] = skipped;
+  // The time estimate made before the run, and what it estimates: every
+  // step of every repeat (warm-up and probed steps too), as the device timed them.
+  s["estimated_time"] = ctx.estimated_time;
+  double measured_ms = 0;
+  for (const auto& rep : repeats)
+    for (const auto& ms : rep.at("step_time_ms")) measured_ms += ms.get<double>();
+  s["measured_time_s"] = measured_ms / 1000.0;
   s["noise"] = noise_json(timed);
   nlohmann::json from = nlohmann::json::array();
   for (const auto& rep : repeats) from.push_back(rep.value("measured_from_step", cfg.warmup_steps));

@@ -24,6 +24,7 @@ struct CellContext {
   PrecisionPolicy policy;
   std::string gemm_support;      // native | emulated for this cell's GEMM mode
   double ceiling_gflops = 0.0;   // for this cell's GEMM mode
+  nlohmann::json estimated_time;  // summary.estimated_time (runner/cost_estimate.h); null: none
 };
 
 // One repeat's record (repeats[i] of the cell JSON). The caller adds where it

@@ -15,6 +15,7 @@
 #include "core/precision.h"
 #include "runner/atomic_file.h"
 #include "runner/ceiling.h"
+#include "runner/cost_estimate.h"
 #include "runner/device_factory.h"
 #include "runner/gpu_telemetry.h"
 #include "runner/hung_cell.h"
@@ -36,6 +37,62 @@ std::atomic<bool> g_interrupted{false};
 namespace {
 
 struct Interrupted {};
+
+// --dry-run's estimate: --assume-gpu's row, else the device's own row (a
+// known GPU) or, on the CPU, a quick GEMM ceiling per mode the cells use.
+CostBasis dry_run_cost_basis(const std::vector<const Cell*>& cells, const std::string& kind, const RunOptions& opt) {
+  if (!opt.assume_gpu.empty()) {
+    std::string error;
+    if (auto b = assumed_gpu_basis(opt.assume_gpu, &error)) return *b;
+    throw std::invalid_argument(error);  // main checks the name first
+  }
+  std::unique_ptr<Device> dev;
+  try {
+    dev = make_device(kind);
+  } catch (const DeviceError& e) {
+    CostBasis none;
+    none.why_none = std::string(e.what()) + "; --assume-gpu NAME estimates for one of: " +
+                    schema::join(known_gpu_names(), ", ");
+    return none;
+  }
+  const DeviceInfo info = dev->info();
+  std::map<GemmCompute, double> ceilings;
+  if (info.kind == "cpu" || !known_gpu_peaks(info.name)) {
+    for (const Cell* c : cells) {
+      const GemmCompute g = c->config.policy.gemm;
+      if (ceilings.count(g) || dev->gemm_support(g) == "unsupported") continue;
+      if (!opt.quiet)
+        std::fprintf(stderr, "runner: measuring the %s GEMM ceiling on %s for the estimate...\n", gemm_compute_name(g),
+                     info.name.c_str());
+      ceilings[g] = measure_gemm_ceiling(*dev, g, 0, 3, &g_interrupted);
+    }
+  }
+  return device_cost_basis(info, ceilings);
+}
+
+// The cell list with each cell's estimated time (h:mm) and the total.
+void print_cells_with_cost(const std::vector<const Cell*>& cells, const CostBasis& basis) {
+  if (basis.peaks || !basis.ceiling.empty())
+    std::printf("time estimate: GEMM FLOPs per step x steps x repeats at %s\n", cost_assumption(basis).c_str());
+  else
+    std::printf("time estimate: none (%s)\n", basis.why_none.c_str());
+  std::printf("  %3s  %6s  %9s  %s\n", "", "h:mm", "seconds", "cell");
+  double total = 0;
+  bool complete = true;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const CellCost cost = estimate_cell_cost(cells[i]->config, basis);
+    if (cost.seconds) total += *cost.seconds;
+    else complete = false;
+    std::printf("  %3zu  %6s  %9s  %s%s%s\n", i + 1, format_hours_minutes(cost.seconds).c_str(),
+                cost.seconds ? std::to_string(std::llround(*cost.seconds)).c_str() : "-", cells[i]->id.c_str(),
+                cells[i]->is_baseline ? "  (baseline)" : "",
+                cost.seconds || basis.peaks == std::nullopt ? "" : ("  (" + cost.why_none + ")").c_str());
+  }
+  const std::optional<double> sum = complete || total > 0 ? std::optional<double>(total) : std::nullopt;
+  std::printf("  %3s  %6s  %9s  total%s (set-up, evaluation and ceiling measurements not included)\n", "",
+              format_hours_minutes(sum).c_str(), sum ? std::to_string(std::llround(*sum)).c_str() : "-",
+              complete ? "" : " of the cells with an estimate");
+}
 
 // A JSON file on disk that --resume may keep: same cell and config.
 std::optional<nlohmann::json> matching_json(const fs::path& path, const Cell& cell) {
@@ -80,8 +137,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     std::printf("%s: %zu cell(s)%s, %zu repeat(s) in %s order (seed %llu)\n", exp.name.c_str(), cells.size(),
                 opt.filter.empty() ? "" : " (filtered)", plan.units(), run_order_name(plan.order),
                 static_cast<unsigned long long>(seed));
-    for (size_t i = 0; i < cells.size(); ++i)
-      std::printf("  %2zu  %s%s\n", i + 1, cells[i]->id.c_str(), cells[i]->is_baseline ? "  (baseline)" : "");
+    print_cells_with_cost(cells, dry_run_cost_basis(cells, opt.device.empty() ? exp.device : opt.device, opt));
     return 0;
   }
 
@@ -124,6 +180,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
 
   // Ceilings for every GEMM mode the cells use.
   std::map<std::string, double> ceiling;
+  std::map<GemmCompute, double> start_ceiling;  // for the time estimate: the ceiling at start, as --dry-run's
   for (const Cell* c : cells) {
     const GemmCompute g = c->config.policy.gemm;
     std::string name = gemm_compute_name(g);
@@ -133,6 +190,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     if (!ceiling.count(name)) {
       if (!opt.quiet) std::fprintf(stderr, "runner: measuring the %s GEMM ceiling on %s...\n", name.c_str(), info.name.c_str());
       ceiling[name] = measure_gemm_ceiling(*probe, g, 0, 5, &g_interrupted);
+      start_ceiling[g] = ceiling[name];
       if (g_interrupted) {
         std::fprintf(stderr, "\nrunner: interrupted while measuring the GEMM ceiling; nothing was written\n");
         return kExitInterrupted;
@@ -140,6 +198,10 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
       if (!opt.quiet) std::fprintf(stderr, "runner: %s ceiling %.1f GFLOP/s\n", name.c_str(), ceiling[name]);
     }
   }
+
+  // The estimate each cell's results keep beside its measured time (runner/cost_estimate.h).
+  CostBasis cost_basis = device_cost_basis(info, start_ceiling);
+  if (!opt.assume_gpu.empty()) cost_basis = dry_run_cost_basis(cells, info.kind, opt);
 
   const fs::path dir = fs::path(opt.out_dir) / exp.name;
   const ResultDirLock lock(dir);  // ResultDirBusy -> caller; held until we return
@@ -338,6 +400,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         ctx.policy = cfg.policy;
         ctx.gemm_support = probe->gemm_support(ctx.policy.gemm);
         for (const auto& x : reps) ctx.ceiling_gflops = std::max(ctx.ceiling_gflops, x.at("ceiling_gflops").get<double>());
+        ctx.estimated_time = cell_cost_json(cfg, estimate_cell_cost(cfg, cost_basis), cost_basis);
         nlohmann::json result = cell_result_json(ctx, reps);
         apply_speedup(result, nullptr);  // against the baseline once it is finished (finalize)
         write_file_atomic(cell_path(cell).string(), result.dump(1) + "\n");

@@ -29,6 +29,9 @@ struct RunOptions {
   // Testing only: cells matching this --filter expression hang after step 3
   // of every repeat (a planted hang for the watchdog's test; in the manifest).
   std::string inject_hang;
+  // --assume-gpu NAME: the GPU whose dense peaks the time estimate uses
+  // (runner/cost_estimate.h); empty: the device's own.
+  std::string assume_gpu;
 };
 
 // The runner's exit codes (docs/RESULTS.md).

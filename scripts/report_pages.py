@@ -9,6 +9,7 @@ report_noise and report_labels; the figures from report_plots' Plot records.
 import base64
 import html
 
+from report_estimates import ESTIMATE_COLUMNS, estimate_legend, estimate_rows, has_estimates
 from report_labels import KEY_COLUMNS, key_rows
 from report_noise import noise_lines
 from report_tables import machine_rows, summary_columns, summary_legend, summary_rows
@@ -75,6 +76,9 @@ def write_html(rs, plots, notes, path):
                  "".join(f"<li>{html.escape(n)}</li>" for n in noise_lines(rs)) + "</ul>")
     parts += ["<h2>Cells</h2>", html_table(summary_columns(rs), summary_rows(rs), numeric_from=2),
               f"<p class=legend>{html.escape(summary_legend(rs))}</p>"]
+    if has_estimates(rs):
+        parts += ["<h2>Estimated vs measured time</h2>", html_table(ESTIMATE_COLUMNS, estimate_rows(rs), numeric_from=2),
+                  f"<p class=legend>{html.escape(estimate_legend(rs))}</p>"]
     for p in plots:
         if not p.file:
             continue
@@ -115,6 +119,9 @@ def write_markdown(rs, plots, notes, path):
     lines += ["", "## Noise", ""] + [f"- {n}" for n in noise_lines(rs)]
     lines += ["", "## Cells", "", markdown_table(summary_columns(rs), summary_rows(rs), text_columns=2), "",
               summary_legend(rs), ""]
+    if has_estimates(rs):
+        lines += ["## Estimated vs measured time", "",
+                  markdown_table(ESTIMATE_COLUMNS, estimate_rows(rs), text_columns=2), "", estimate_legend(rs), ""]
     for p in plots:
         if p.file:
             lines += [f"## {p.title}", "", f"![{p.title}]({p.name})", "", p.caption, ""]

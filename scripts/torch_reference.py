@@ -19,8 +19,10 @@ DIR/reference.safetensors with the same tensors mpbench.safetensors holds:
 Training mirrors mpbench's trainer: step s feeds batch s, the loss (times
 loss_weight) is backpropagated, the gradient is clipped to grad_clip when set,
 then torch.optim.AdamW (or SGD) with the config's hyper-parameters takes a
-step. Like mpbench, weight decay applies to every parameter, biases and
-LayerNorm included (one parameter group).
+step, with two parameter groups as the BERT recipes build them: weight decay
+for most parameters, none for those optimizer.decay_exclude names (biases,
+LayerNorm weights), picked by name; then LambdaLR with HuggingFace's schedule
+takes its step.
 
 PyTorch runs in float32, as the model does, so scripts/check_reference.py
 compares two fp32 implementations; see its tolerances.
@@ -342,15 +344,42 @@ def mean_loss(logits, y):
     return F.cross_entropy(logits[keep], y[keep], reduction="sum") / count
 
 
-def make_optimizer(cfg, params):
+# Which parameters optimizer.decay_exclude names, by state-dict name as
+# HuggingFace's BERT examples pick their no-decay group ("bias",
+# "LayerNorm.weight"), widened to the pre-LN model's Megatron names (".ln.").
+# Independent of mpbench's own bookkeeping (ParamRole, models/model.h), so the
+# check compares two classifications as well as two optimizers.
+NO_DECAY_NAMES = {
+    "bias": re.compile(r"(^|\.)bias$"),
+    "layernorm": re.compile(r"(^|\.)(LayerNorm|ln)\.weight$"),
+}
+
+
+def param_groups(cfg, meta, params):
+    """Two parameter groups, as the BERT recipes build them: weight decay for the
+    rest, none for what optimizer.decay_exclude names. Empty groups are left out."""
     o = cfg["optimizer"]
+    exclude = o.get("decay_exclude", [])
+    for name in exclude:
+        if name not in NO_DECAY_NAMES:
+            raise Unsupported(f"optimizer.decay_exclude {name!r}")
+    decay, no_decay = [], []
+    for p in meta["params"]:  # mpbench's order
+        name = p["name"]
+        excluded = any(NO_DECAY_NAMES[e].search(name) for e in exclude)
+        (no_decay if excluded else decay).append(params[name])
+    groups = [{"params": decay, "weight_decay": o["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
+    return [g for g in groups if g["params"]]
+
+
+def make_optimizer(cfg, meta, params):
+    o = cfg["optimizer"]
+    groups = param_groups(cfg, meta, params)
     if o["kind"] == "adamw":
-        # One parameter group: weight decay on every parameter, as mpbench does.
-        return torch.optim.AdamW(params, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
-                                 weight_decay=o["weight_decay"], foreach=False)
+        return torch.optim.AdamW(groups, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"], foreach=False)
     if o["kind"] == "sgd":
-        return torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], dampening=0.0,
-                               weight_decay=o["weight_decay"], nesterov=False, foreach=False)
+        return torch.optim.SGD(groups, lr=o["lr"], momentum=o["momentum"], dampening=0.0, nesterov=False,
+                               foreach=False)
     raise Unsupported(f"optimizer {o['kind']!r}")
 
 
@@ -383,7 +412,10 @@ def run(d):
 
     # Training: a fresh model from the same weights, steps 1..steps.
     model, params = build_model(meta, weights)
-    opt = make_optimizer(cfg, list(params.values()))
+    opt = make_optimizer(cfg, meta, params)
+    # HuggingFace's schedules through PyTorch's own LambdaLR, stepped after each
+    # update as the recipes do: the convention mpbench follows (train/lr_schedule.h).
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(cfg, s))
     clip = float(cfg["optimizer"].get("grad_clip", 0.0))
     weight = float(cfg.get("loss_weight", 1.0))
     losses, norms = [], []
@@ -399,9 +431,8 @@ def run(d):
         if clip > 0 and norm > clip:
             for p in params.values():
                 p.grad.mul_(clip / norm)
-        for group in opt.param_groups:  # mpbench's schedule (train/lr_schedule.cpp)
-            group["lr"] = scheduled_lr(cfg, s)
         opt.step()
+        sched.step()
         losses.append(loss.item())
         norms.append(norm)
     out["train.loss"] = np.array(losses, dtype=np.float64)
@@ -415,18 +446,19 @@ def run(d):
     return meta
 
 
-def scheduled_lr(cfg, step):
-    """train/lr_schedule.cpp: linear warm-up, then constant, linear or cosine decay to 0 at cfg['steps']."""
+def lr_factor(cfg, s):
+    """lr_lambda(s) of transformers' get_linear_schedule_with_warmup / get_cosine_schedule_with_warmup
+    (num_cycles 0.5), or a warm-up then constant; s is LambdaLR's 0-based count of earlier updates."""
     o = cfg["optimizer"]
-    lr, warmup, decay, steps = float(o["lr"]), int(o.get("warmup", 0)), o.get("decay", "none"), int(cfg["steps"])
-    if warmup > 0 and step <= warmup:
-        return lr * step / warmup
+    warmup, decay, steps = int(o.get("warmup", 0)), o.get("decay", "none"), int(cfg["steps"])
+    if s < warmup:
+        return s / max(1, warmup)
     if decay == "none":
-        return lr
-    progress = min(max((step - warmup) / max(1, steps - warmup), 0.0), 1.0)
+        return 1.0
+    progress = (s - warmup) / max(1, steps - warmup)
     if decay == "linear":
-        return lr * (1.0 - progress)
-    return lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+        return max(0.0, 1.0 - progress)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
 def main(argv):

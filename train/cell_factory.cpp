@@ -92,4 +92,17 @@ std::vector<std::string> cell_warnings(const CellConfig& cfg) {
   return bert_warnings(bert_config(cfg), cfg.batch_size / cfg.accumulation);
 }
 
+StepFlops cell_step_flops(const CellConfig& cfg) {
+  const double batch = cfg.batch_size;
+  switch (cfg.model.kind) {
+    case ModelKind::Mlp:
+      return {mlp_train_flops_per_sample(mlp_config(cfg)) * batch, 0.0};
+    case ModelKind::Bert: {
+      const BertConfig b = bert_config(cfg);
+      return {bert_train_flops_per_sample(b) * batch, bert_recompute_flops_per_sample(b) * batch};
+    }
+  }
+  return {};
+}
+
 }  // namespace mpb

@@ -35,4 +35,14 @@ BertConfig bert_config(const CellConfig& cfg);
 // The vocabulary the data source produces (BERT's embedding rows).
 int token_vocab(const CellConfig& cfg);
 
+// GEMM FLOPs of one optimizer step of the cell's model (batch_size samples),
+// from the configuration alone, as the built model counts them: `model` the
+// forward and backward GEMMs (what MFU counts), `recomputed` the forward GEMMs
+// gradient checkpointing runs again (what HFU adds).
+struct StepFlops {
+  double model = 0, recomputed = 0;
+  double hardware() const { return model + recomputed; }
+};
+StepFlops cell_step_flops(const CellConfig& cfg);
+
 }  // namespace mpb

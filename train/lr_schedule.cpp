@@ -6,9 +6,10 @@
 namespace mpb {
 
 double scheduled_lr(double lr, int warmup, LrDecay decay, long long step, long long steps) {
-  if (warmup > 0 && step <= warmup) return lr * double(step) / double(warmup);
+  const long long s = step - 1;  // LambdaLR's index: 0 for the first update
+  if (warmup > 0 && s < warmup) return lr * double(s) / double(warmup);
   const double span = double(std::max<long long>(1, steps - warmup));
-  const double progress = std::clamp(double(step - warmup) / span, 0.0, 1.0);
+  const double progress = std::clamp(double(s - warmup) / span, 0.0, 1.0);
   switch (decay) {
     case LrDecay::None: return lr;
     case LrDecay::Linear: return lr * (1.0 - progress);

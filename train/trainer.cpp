@@ -27,6 +27,10 @@ Trainer::Trainer(Device& dev, Model& model, const Dataset& data, const CellConfi
   }
   y_ = dev.alloc(Shape{model.micro_batch() * data.labels_per_sample()}, DType::I32, MemCategory::Activations);
   timer_ = dev.make_timer();
+  const std::vector<ParamRole> exclude = effective_decay_exclude(cfg);
+  for (const ParamInfo& p : model.param_info())
+    decayed_.push_back(std::find(exclude.begin(), exclude.end(), p.role) == exclude.end());
+  no_decay_ = no_decay_ranges(model.param_info(), exclude);
   rec_.flops_per_step = model.train_flops_per_sample() * double(cfg.batch_size);
   rec_.recompute_flops_per_step = model.recompute_flops_per_sample() * double(cfg.batch_size);
 }
@@ -131,19 +135,23 @@ void Trainer::step(int step) {
     bool copies_written = false;
     if (o.kind == OptimizerKind::Sgd) {
       dev_.sgd_step(model_.params(), model_.grads(), m_, SgdHyper{lr, float(o.momentum), float(o.weight_decay)},
-                    grad_scale);
+                    grad_scale, no_decay_);
     } else {
       const AdamWHyper h{lr, float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), applied_};
       if (cfg_.fused) {  // fused: one pass over every parameter, writing the compute copy too
         const Tensor copy = model_.weight_copy();
-        dev_.adamw_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, true, copy);
+        dev_.adamw_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, true, copy, no_decay_);
         copies_written = !copy.empty();
-      } else {  // per parameter tensor, as a framework's per-tensor loop does
-        for (const ParamInfo& p : model_.param_info()) {
+      } else {  // per parameter tensor, as a framework's per-tensor loop over its parameter groups does
+        AdamWHyper no_decay = h;
+        no_decay.weight_decay = 0.0f;
+        const auto& params = model_.param_info();
+        for (size_t i = 0; i < params.size(); ++i) {
+          const ParamInfo& p = params[i];
           const int64_t n = p.shape.numel();
           dev_.adamw_step(model_.params().flat_slice(p.offset, n), model_.grads().flat_slice(p.offset, n),
-                          m_.tensor().flat_slice(p.offset, n), v_.tensor().flat_slice(p.offset, n), h, grad_scale,
-                          false, Tensor{});
+                          m_.tensor().flat_slice(p.offset, n), v_.tensor().flat_slice(p.offset, n),
+                          decayed_[i] ? h : no_decay, grad_scale, false, Tensor{});
         }
       }
     }
@@ -210,6 +218,17 @@ RunRecord train(Device& dev, Model& model, const Dataset& data, const CellConfig
   t.record().evals.push_back(t.evaluate(cfg.steps));
   t.record().memory = dev.memory().snapshot();
   return t.record();
+}
+
+std::vector<ElementRange> no_decay_ranges(const std::vector<ParamInfo>& params, const std::vector<ParamRole>& exclude) {
+  std::vector<ElementRange> out;
+  for (const ParamInfo& p : params) {  // in table order: offsets increase
+    if (std::find(exclude.begin(), exclude.end(), p.role) == exclude.end() || p.shape.numel() == 0) continue;
+    const int64_t end = p.offset + p.shape.numel();
+    if (!out.empty() && out.back().end == p.offset) out.back().end = end;
+    else out.push_back({p.offset, end});
+  }
+  return out;
 }
 
 // Mirrors the Trainer constructor (m_, v_, y_) and RunRecord: keep them together.

@@ -87,11 +87,20 @@ class Trainer {
   DeviceBuffer m_, v_, y_;
   std::unique_ptr<DeviceTimer> timer_;
   RunRecord rec_;
+  // optimizer.decay_exclude: whether each of model.param_info() gets weight
+  // decay, and the flat ranges that don't, adjacent tensors merged.
+  std::vector<bool> decayed_;
+  std::vector<ElementRange> no_decay_;
   int64_t applied_ = 0;  // AdamW's step count: skipped steps don't advance it (as with GradScaler)
   double wall_ = 0.0;
   NumericsSample* sample_ = nullptr;
   std::vector<uint16_t> staging16_;
 };
+
+// The element ranges of the flat parameters that get no weight decay: the
+// tensors whose role is in `exclude`, adjacent ones merged into one range
+// (what Device::adamw_step / sgd_step take as no_decay).
+std::vector<ElementRange> no_decay_ranges(const std::vector<ParamInfo>& params, const std::vector<ParamRole>& exclude);
 
 // Called after every optimizer step (for progress lines).
 using StepCallback = std::function<void(int step, const RunRecord&)>;

@@ -17,6 +17,17 @@
 // runtime switch (scalar::store_f32) so the instantiations stay per (param,
 // grad). The unfused path casts after its three kernels (a separate sweep, as
 // unfused code runs). Either way param_copy == cast(param) bit for bit.
+//
+// no_decay (optimizer.decay_exclude): the elements in those ranges take the
+// step constants made with weight_decay 0, chosen per element by
+// scalar::in_sorted_ranges, so the fused kernel stays one pass over every
+// element. The ranges travel by value in the kernel's parameters (no device
+// buffer, no copy, no sync), at most kRangesPerLaunch per launch: more ranges
+// split [0, n) into pieces of consecutive elements, one launch each, every
+// element still updated exactly once.
+#include <algorithm>
+#include <vector>
+
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
 #include "backends/cuda/kernel_util.cuh"
@@ -28,6 +39,20 @@ namespace mpb::cuda {
 namespace {
 
 using scalar::Elem;
+
+// The no-decay ranges travel in pieces (scalar::decay_pieces, ops/optimizer.h)
+// of at most 32: 16 + 16 * 32 + 4 bytes, far below the 4 KiB of kernel
+// parameters every supported architecture takes. BERT-base has about 100
+// ranges (4 pieces), BERT-large about 200 (7). Kernels take a piece as a
+// __grid_constant__ parameter, so the binary search reads the constant bank
+// (threads of a warp mostly read the same entry: a broadcast) instead of a
+// per-thread local copy of the array.
+using scalar::DecayPiece;
+using scalar::decay_pieces;
+
+__device__ inline bool excluded(int64_t i, const DecayPiece& piece) {
+  return scalar::in_sorted_ranges(i, piece.begin, piece.end, piece.count);
+}
 
 // x as stored in dtype T and loaded back (the identity for fp32).
 template <DType T>
@@ -41,11 +66,13 @@ __device__ inline float stored_value(float x) {
   }
 }
 
-// copy == nullptr: no param_copy.
+// copy == nullptr: no param_copy. `decayed` outside the piece's ranges, `plain` inside.
 template <DType P, DType G>
-__global__ void adamw_fused_kernel(void* p, const void* g, float* m, float* v, int64_t n, scalar::AdamWStep s,
-                                   float grad_scale, void* copy, DType copy_t) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+__global__ void adamw_fused_kernel(void* p, const void* g, float* m, float* v, const __grid_constant__ DecayPiece piece,
+                                   scalar::AdamWStep decayed, scalar::AdamWStep plain, float grad_scale, void* copy,
+                                   DType copy_t) {
+  for (int64_t i = piece.lo + global_thread(); i < piece.hi; i += grid_threads()) {
+    const scalar::AdamWStep s = excluded(i, piece) ? plain : decayed;
     float mi = m[i], vi = v[i], pi = Elem<P>::load(p, i);
     scalar::adamw_moments(Elem<G>::load(g, i) * grad_scale, mi, vi, s);
     scalar::adamw_param(pi, mi, vi, s);
@@ -59,7 +86,7 @@ __global__ void adamw_fused_kernel(void* p, const void* g, float* m, float* v, i
 
 // adamw_moments updates m and v independently of each other; each of these
 // kernels keeps one and feeds a dummy for the other (which it discards), so
-// it reads and writes only its own state.
+// it reads and writes only its own state. Weight decay plays no part in them.
 template <DType G>
 __global__ void adamw_m_kernel(const void* g, float* m, int64_t n, scalar::AdamWStep s, float grad_scale) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
@@ -79,19 +106,21 @@ __global__ void adamw_v_kernel(const void* g, float* v, int64_t n, scalar::AdamW
 }
 
 template <DType P>
-__global__ void adamw_param_kernel(void* p, const float* m, const float* v, int64_t n, scalar::AdamWStep s) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+__global__ void adamw_param_kernel(void* p, const float* m, const float* v, const __grid_constant__ DecayPiece piece,
+                                   scalar::AdamWStep decayed, scalar::AdamWStep plain) {
+  for (int64_t i = piece.lo + global_thread(); i < piece.hi; i += grid_threads()) {
     float pi = Elem<P>::load(p, i);
-    scalar::adamw_param(pi, m[i], v[i], s);
+    scalar::adamw_param(pi, m[i], v[i], excluded(i, piece) ? plain : decayed);
     Elem<P>::store(p, i, pi);
   }
 }
 
 template <DType P, DType G>
-__global__ void sgd_kernel(void* p, const void* g, float* buf, int64_t n, scalar::SgdStep s, float grad_scale) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+__global__ void sgd_kernel(void* p, const void* g, float* buf, const __grid_constant__ DecayPiece piece, scalar::SgdStep decayed,
+                           scalar::SgdStep plain, float grad_scale) {
+  for (int64_t i = piece.lo + global_thread(); i < piece.hi; i += grid_threads()) {
     float pi = Elem<P>::load(p, i), bi = buf[i];
-    scalar::sgd_update(pi, Elem<G>::load(g, i) * grad_scale, bi, s);
+    scalar::sgd_update(pi, Elem<G>::load(g, i) * grad_scale, bi, excluded(i, piece) ? plain : decayed);
     Elem<P>::store(p, i, pi);
     buf[i] = bi;
   }
@@ -100,49 +129,64 @@ __global__ void sgd_kernel(void* p, const void* g, float* buf, int64_t n, scalar
 }  // namespace
 
 void CudaDevice::adamw_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                                 const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy) {
+                                 const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy,
+                                 const std::vector<ElementRange>& no_decay) {
   const int64_t n = param.numel();
   const bool has_copy = !param_copy.empty();
   if (n == 0) return;
   // Per-step constants on the host in double, rounded to fp32: the same
-  // numbers the CPU backend feeds its element update.
-  const scalar::AdamWStep s = scalar::make_adamw_step(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
+  // numbers the CPU backend feeds its element update, for both groups.
+  const scalar::AdamWStep decayed = scalar::make_adamw_step(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
+  const scalar::AdamWStep plain = scalar::make_adamw_step(h.lr, h.beta1, h.beta2, h.eps, 0.0f, h.step);
   void* p = param.data;
   const void* g = grad.data;
   auto* mm = static_cast<float*>(m.data);
   auto* vv = static_cast<float*>(v.data);
-  const unsigned grid = elementwise_grid(n);
+  const std::vector<DecayPiece> pieces = decay_pieces(n, no_decay);
   dispatch_float2(param.dtype, grad.dtype, "adamw_step", [&](auto P, auto G) {
     constexpr DType kP = decltype(P)::value, kG = decltype(G)::value;
     if (fused) {
-      adamw_fused_kernel<kP, kG><<<grid, kThreads, 0, stream()>>>(
-          p, g, mm, vv, n, s, grad_scale, has_copy ? param_copy.data : nullptr, param_copy.dtype);
-      MPB_CHECK_LAUNCH("adamw_fused_kernel");
+      for (const DecayPiece& piece : pieces) {
+        if (piece.hi == piece.lo) continue;  // not made by decay_pieces; a zero grid would be a launch error
+        adamw_fused_kernel<kP, kG><<<elementwise_grid(piece.hi - piece.lo), kThreads, 0, stream()>>>(
+            p, g, mm, vv, piece, decayed, plain, grad_scale, has_copy ? param_copy.data : nullptr, param_copy.dtype);
+        MPB_CHECK_LAUNCH("adamw_fused_kernel");
+      }
       return;
     }
-    adamw_m_kernel<kG><<<grid, kThreads, 0, stream()>>>(g, mm, n, s, grad_scale);
+    const unsigned grid = elementwise_grid(n);
+    adamw_m_kernel<kG><<<grid, kThreads, 0, stream()>>>(g, mm, n, decayed, grad_scale);
     MPB_CHECK_LAUNCH("adamw_m_kernel");
-    adamw_v_kernel<kG><<<grid, kThreads, 0, stream()>>>(g, vv, n, s, grad_scale);
+    adamw_v_kernel<kG><<<grid, kThreads, 0, stream()>>>(g, vv, n, decayed, grad_scale);
     MPB_CHECK_LAUNCH("adamw_v_kernel");
-    adamw_param_kernel<kP><<<grid, kThreads, 0, stream()>>>(p, mm, vv, n, s);
-    MPB_CHECK_LAUNCH("adamw_param_kernel");
+    for (const DecayPiece& piece : pieces) {
+      if (piece.hi == piece.lo) continue;
+      adamw_param_kernel<kP><<<elementwise_grid(piece.hi - piece.lo), kThreads, 0, stream()>>>(p, mm, vv, piece,
+                                                                                               decayed, plain);
+      MPB_CHECK_LAUNCH("adamw_param_kernel");
+    }
   });
   // Unfused: the copy in a separate sweep after the update (the fused kernel wrote it already).
   if (!fused && has_copy) cast(param_copy, param);
 }
 
 void CudaDevice::sgd_step_impl(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
-                               const SgdHyper& h, float grad_scale) {
+                               const SgdHyper& h, float grad_scale, const std::vector<ElementRange>& no_decay) {
   const int64_t n = param.numel();
   if (n == 0) return;
-  const scalar::SgdStep s{h.lr, h.momentum, h.weight_decay};
-  const unsigned grid = elementwise_grid(n);
+  const scalar::SgdStep decayed{h.lr, h.momentum, h.weight_decay};
+  const scalar::SgdStep plain{h.lr, h.momentum, 0.0f};
   auto* buf = static_cast<float*>(momentum_buf.data);
+  const std::vector<DecayPiece> pieces = decay_pieces(n, no_decay);
   dispatch_float2(param.dtype, grad.dtype, "sgd_step", [&](auto P, auto G) {
-    sgd_kernel<decltype(P)::value, decltype(G)::value><<<grid, kThreads, 0, stream()>>>(param.data, grad.data, buf,
-                                                                                       n, s, grad_scale);
+    for (const DecayPiece& piece : pieces) {
+      if (piece.hi == piece.lo) continue;
+      sgd_kernel<decltype(P)::value, decltype(G)::value><<<elementwise_grid(piece.hi - piece.lo), kThreads, 0,
+                                                           stream()>>>(param.data, grad.data, buf, piece, decayed,
+                                                                       plain, grad_scale);
+      MPB_CHECK_LAUNCH("sgd_kernel");
+    }
   });
-  MPB_CHECK_LAUNCH("sgd_kernel");
 }
 
 }  // namespace mpb::cuda

@@ -119,10 +119,11 @@ class RecordingDevice final : public Device {
   }
   void dropout_impl(const Tensor&, const Tensor&, float, uint64_t) override { record("dropout"); }
   void adamw_step_impl(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AdamWHyper&, float, bool,
-                       const Tensor&) override {
+                       const Tensor&, const std::vector<ElementRange>&) override {
     record("adamw_step");
   }
-  void sgd_step_impl(const Tensor&, const Tensor&, const Tensor&, const SgdHyper&, float) override {
+  void sgd_step_impl(const Tensor&, const Tensor&, const Tensor&, const SgdHyper&, float,
+                     const std::vector<ElementRange>&) override {
     record("sgd_step");
   }
   void* raw_alloc(size_t bytes) override { return std::malloc(bytes); }
@@ -512,6 +513,16 @@ Cases optimizer_cases(Arena& A) {
        "sgd_step: momentum_buf must be float32"},
       {"sgd grad size", [=](Device& d) { d.sgd_step(p, g5, buf, s, 1.0f); },
        "sgd_step: element counts differ: grad float32 [5], param float32 [4]"},
+      {"adamw no_decay empty", [=](Device& d) { d.adamw_step(p, g, m, v, h, 1.0f, true, Tensor{}, {{2, 2}}); },
+       "adamw_step: no_decay[0] [2, 2) is empty"},
+      {"adamw no_decay beyond", [=](Device& d) { d.adamw_step(p, g, m, v, h, 1.0f, false, Tensor{}, {{1, 5}}); },
+       "adamw_step: no_decay[0] [1, 5) is beyond the tensor's 4 elements"},
+      {"adamw no_decay order", [=](Device& d) { d.adamw_step(p, g, m, v, h, 1.0f, true, Tensor{}, {{2, 3}, {0, 1}}); },
+       "adamw_step: no_decay[1] [0, 1) is out of order or overlaps the range before it"},
+      {"sgd no_decay overlap", [=](Device& d) { d.sgd_step(p, g, buf, s, 1.0f, {{0, 2}, {1, 3}}); },
+       "sgd_step: no_decay[1] [1, 3) is out of order or overlaps the range before it"},
+      {"sgd no_decay negative", [=](Device& d) { d.sgd_step(p, g, buf, s, 1.0f, {{-1, 2}}); },
+       "sgd_step: no_decay[0] [-1, 2) is out of order or overlaps the range before it"},
   };
 }
 

@@ -152,6 +152,11 @@ TEST_F(QuickstartRun, EveryCellHasItsMeasurements) {
       }
       const json& mem = s["peak_memory_bytes"];
       EXPECT_GE(mem["total"].get<double>(), mem["activations"].get<double>());
+      // The time estimate (40% of the CPU's ceiling at start) beside the measured step time.
+      const json& est = s["estimated_time"];
+      EXPECT_EQ(est["basis"], "measured_ceiling");
+      EXPECT_GT(est["seconds"].get<double>(), 0);
+      EXPECT_GT(s["measured_time_s"].get<double>(), 0);
     }
     EXPECT_TRUE(found) << id;
   }
@@ -197,6 +202,23 @@ TEST(Runner, DryRunListsCellsAndWritesNothing) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("precision=fp32"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(tmp / "results"));
+  fs::remove_all(tmp);
+}
+
+TEST(Runner, DryRunEstimatesEachCellAndTheTotalForAnAssumedGpu) {
+  fs::path tmp = fresh_dir("estimate");
+  Result r = run(kQuickstart + " --dry-run --assume-gpu rtx3090 --out " + (tmp / "results").string(), tmp);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("40% of the dense peak of each cell's GEMM mode on GeForce RTX 3090"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("h:mm"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<0:01"), std::string::npos) << r.out;  // the quickstart's cells take seconds on a 3090
+  EXPECT_NE(r.out.find(" total "), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "results"));
+  // An unknown name: exit 2, naming the known ones.
+  r = run(kQuickstart + " --dry-run --assume-gpu rtx9090", tmp);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown GPU 'rtx9090'; known: h100-pcie, h100"), std::string::npos) << r.err;
   fs::remove_all(tmp);
 }
 

@@ -586,6 +586,30 @@ TEST(BertConfig, PresetsAndParameterNames) {
                std::invalid_argument);
 }
 
+// The roles optimizer.decay_exclude reads agree with HuggingFace's name rules
+// ("bias"; "LayerNorm.weight", here also the pre-LN model's ".ln.weight").
+TEST(BertParams, RolesMatchTheStateDictNames) {
+  auto dev = make_cpu_device();
+  for (bool pre_ln : {false, true}) {
+    BertConfig c = bert_preset("tiny");
+    c.vocab = 64;
+    c.seq_len = 8;
+    c.pre_ln = pre_ln;
+    const auto m = make_bert(*dev, c, PrecisionPolicy{}, 1, 1);
+    int norms = 0;
+    for (const ParamInfo& p : m->param_info()) {
+      const auto ends_with = [&](const std::string& tail) {
+        return p.name.size() >= tail.size() && p.name.compare(p.name.size() - tail.size(), tail.size(), tail) == 0;
+      };
+      const bool norm = ends_with("LayerNorm.weight") || ends_with(".ln.weight") || p.name == "ln.weight";
+      const ParamRole expected = ends_with("bias") ? ParamRole::Bias : norm ? ParamRole::Norm : ParamRole::Weight;
+      EXPECT_EQ(static_cast<int>(p.role), static_cast<int>(expected)) << p.name;
+      norms += p.role == ParamRole::Norm;
+    }
+    EXPECT_EQ(norms, 2 * c.layers + 2) << "pre_ln " << pre_ln;  // per layer two, embeddings/final and the head
+  }
+}
+
 TEST(BertConfig, WarningsNameTheDimensions) {
   BertConfig c = bert_preset("base");
   auto w = bert_warnings(c, 8);

@@ -116,10 +116,10 @@ struct TwoLayers {
   std::vector<float> host_w, host_x, host_dy;
 
   TwoLayers() {
-    store.add("l1.weight", Shape{N1, K});
-    store.add("l1.bias", Shape{N1});
-    store.add("l2.weight", Shape{N2, N1});
-    store.add("l2.bias", Shape{N2});
+    store.add("l1.weight", Shape{N1, K}, ParamRole::Weight);
+    store.add("l1.bias", Shape{N1}, ParamRole::Bias);
+    store.add("l2.weight", Shape{N2, N1}, ParamRole::Weight);
+    store.add("l2.bias", Shape{N2}, ParamRole::Bias);
     store.allocate();
     w1 = store.ref(0), b1 = store.ref(1), w2 = store.ref(2), b2 = store.ref(3);
     host_w = random_values(static_cast<size_t>(store.numel()), 1);

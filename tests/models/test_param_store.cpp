@@ -46,15 +46,15 @@ std::vector<float> host_weights(int64_t n, float base) {
 
 // A two-tensor table: "w" [3,4], "b" [3].
 void add_table(ParamStore& s) {
-  EXPECT_EQ(s.add("layer.weight", Shape{3, 4}), 0);
-  EXPECT_EQ(s.add("layer.bias", Shape{3}), 1);
+  EXPECT_EQ(s.add("layer.weight", Shape{3, 4}, ParamRole::Weight), 0);
+  EXPECT_EQ(s.add("layer.bias", Shape{3}, ParamRole::Bias), 1);
 }
 
 TEST(ParamStore, TableOffsetsAreConsecutiveInTheOrderAdded) {
   auto dev = make_cpu_device();
   ParamStore s(*dev, resolve_policy("fp32"));
   add_table(s);
-  EXPECT_EQ(s.add("other", Shape{2, 2, 2}), 2);
+  EXPECT_EQ(s.add("other", Shape{2, 2, 2}, ParamRole::Weight), 2);
   ASSERT_EQ(s.info().size(), 3u);
   EXPECT_EQ(s.info()[0].name, "layer.weight");
   EXPECT_EQ(s.info()[0].offset, 0);
@@ -68,7 +68,7 @@ TEST(ParamStore, TableOffsetsAreConsecutiveInTheOrderAdded) {
   EXPECT_EQ(static_cast<char*>(b.p.data) - static_cast<char*>(s.params().data), 12 * 4);
   EXPECT_EQ(static_cast<char*>(b.g.data) - static_cast<char*>(s.grads().data), 12 * 4);
   EXPECT_EQ(s.ref(0).g.shape, (Shape{3, 4}));
-  EXPECT_THROW(s.add("late", Shape{1}), std::logic_error);
+  EXPECT_THROW(s.add("late", Shape{1}, ParamRole::Weight), std::logic_error);
   EXPECT_THROW(s.upload(std::vector<float>(5)), std::invalid_argument);
 }
 

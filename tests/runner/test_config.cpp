@@ -904,3 +904,61 @@ TEST(ModelData, CheckpointingIsForBert) {
 
 }  // namespace
 }  // namespace mpb
+
+// ---- optimizer.decay_exclude ------------------------------------------------------------
+
+namespace mpb {
+namespace {
+
+using namespace config_test;
+
+const char* kBert = "model: {kind: bert}\ndata: {kind: markov}\n";
+
+TEST(DecayExclude, DefaultsToEachModelsRecipe) {
+  const ExperimentConfig mlp = load("name: x\n");
+  EXPECT_FALSE(mlp.base.optimizer.decay_exclude.has_value());
+  EXPECT_TRUE(effective_decay_exclude(mlp.cells[0].config).empty());  // the MLP decays every parameter
+  EXPECT_EQ(config_value_string(mlp.cells[0].config, "optimizer.decay_exclude"), "[]");
+  const ExperimentConfig bert = load(std::string("name: x\n") + kBert);
+  EXPECT_EQ(effective_decay_exclude(bert.cells[0].config), (std::vector<ParamRole>{ParamRole::Bias, ParamRole::Norm}));
+  EXPECT_EQ(config_value_string(bert.cells[0].config, "optimizer.decay_exclude"), "[bias,layernorm]");
+}
+
+TEST(DecayExclude, ListsInAnyOrderAreOneValue) {
+  for (const char* text : {"[bias, layernorm]", "[layernorm, bias]", "\n    - layernorm\n    - bias"}) {
+    const ExperimentConfig e = load(std::string("name: x\noptimizer:\n  decay_exclude: ") + text + "\n");
+    EXPECT_EQ(config_value_string(e.cells[0].config, "optimizer.decay_exclude"), "[bias,layernorm]") << text;
+  }
+  const ExperimentConfig none = load(std::string("name: x\n") + kBert + "optimizer: {decay_exclude: []}\n");
+  EXPECT_TRUE(effective_decay_exclude(none.cells[0].config).empty());  // BERT with decay on everything
+  const ExperimentConfig bias = load("name: x\noptimizer: {decay_exclude: [bias]}\n");
+  EXPECT_EQ(effective_decay_exclude(bias.cells[0].config), (std::vector<ParamRole>{ParamRole::Bias}));
+  EXPECT_EQ(canonical_value_string("optimizer.decay_exclude", "[layernorm, bias]"), "[bias,layernorm]");
+  for (const char* bad : {"bias", "[bias, bias]", "[gamma]", "[bias,", "{a: 1}", ""})
+    EXPECT_THROW(canonical_value_string("optimizer.decay_exclude", bad), std::invalid_argument) << bad;
+}
+
+TEST(DecayExclude, BadValuesNameFileLineColAndKey) {
+  expect_error("name: x\noptimizer:\n  decay_exclude: bias\n", 3, 18, "optimizer.decay_exclude",
+               "expected a list of names such as [bias, layernorm] (or [] for none), got 'bias'");
+  expect_error("name: x\noptimizer:\n  decay_exclude: [bias, layernrom]\n", 3, 25, "optimizer.decay_exclude[1]",
+               "expected one of bias, layernorm, got 'layernrom'; did you mean 'layernorm'?");
+  expect_error("name: x\noptimizer:\n  decay_exclude: [bias, bias]\n", 3, 25, "optimizer.decay_exclude[1]",
+               "'bias' is listed twice (same as optimizer.decay_exclude[0])");
+  expect_error("name: x\nmatrix:\n  optimizer.decay_exclude: [bias]\n", 3, 29, "matrix.optimizer.decay_exclude[0]",
+               "expected a list of names such as [bias], got 'bias'; an optimizer.decay_exclude axis is a list of "
+               "lists, such as [[], [bias, layernorm]]");
+}
+
+TEST(DecayExclude, AnAxisOfListsAndItsFilter) {
+  const ExperimentConfig e =
+      load(std::string("name: x\n") + kBert + "matrix:\n  optimizer.decay_exclude: [[], [layernorm, bias]]\n");
+  ASSERT_EQ(e.cells.size(), 2u);
+  EXPECT_EQ(e.cells[0].id, "optimizer.decay_exclude=[]");
+  EXPECT_EQ(e.cells[1].id, "optimizer.decay_exclude=[bias,layernorm]");
+  EXPECT_TRUE(cell_matches_filter(e.cells[1], "optimizer.decay_exclude=[layernorm,bias]"));
+  EXPECT_FALSE(cell_matches_filter(e.cells[0], "optimizer.decay_exclude=[bias,layernorm]"));
+}
+
+}  // namespace
+}  // namespace mpb

@@ -3,6 +3,9 @@
 // result's config_hash names its configuration across versions, so the typed
 // fields must print exactly as the strings did. Covers BERT keys, loss-scale maps
 // and numbers, JMP precision, checkpointing, SGD, schedules and text data.
+// optimizer.decay_exclude (issue 16) is [] in the pinned file: decay on every
+// parameter, as before the key, keeps the bytes; BERT's default exclusion is a
+// new configuration with a new hash (DecayExcludeIsRecorded below).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -27,7 +30,7 @@ checkpointing: every_k
 checkpoint_k: 2
 model: {kind: bert, size: mini, layers: 3, hidden: 64, heads: 4, ffn: 96, seq_len: 32, pre_ln: on, dropout: 0.1, pad_vocab: true, ln_eps: 1.0e-5}
 data: {kind: markov, vocab: 1000}
-optimizer: {kind: sgd, lr: 1e-3, momentum: 0.8, grad_clip: 1.5, warmup: 5, decay: cosine}
+optimizer: {kind: sgd, lr: 1e-3, momentum: 0.8, grad_clip: 1.5, warmup: 5, decay: cosine, decay_exclude: []}
 matrix:
   precision: [O2, amp_fp16]
   loss_scale: [{mode: static, value: 128}, 512, none]
@@ -80,6 +83,21 @@ void expect_pinned(const CellConfig& config, const Pinned& pinned) {
 }
 
 TEST(ConfigJsonPin, DefaultConfig) { expect_pinned(CellConfig{}, kPinned.front()); }
+
+TEST(ConfigJsonPin, DecayExcludeIsRecordedWhereItExcludesSomething) {
+  CellConfig bert;
+  bert.model.kind = ModelKind::Bert;
+  bert.data.kind = DataKind::Markov;
+  const nlohmann::json j = cell_config_to_json(bert);
+  EXPECT_EQ(j["optimizer"]["decay_exclude"], nlohmann::json::array({"bias", "layernorm"}));  // the recipe's default
+  bert.optimizer.decay_exclude = std::vector<ParamRole>{};
+  EXPECT_FALSE(cell_config_to_json(bert)["optimizer"].contains("decay_exclude"));
+  CellConfig mlp;
+  EXPECT_FALSE(cell_config_to_json(mlp)["optimizer"].contains("decay_exclude"));  // the MLP decays all
+  mlp.optimizer.decay_exclude = std::vector<ParamRole>{ParamRole::Norm, ParamRole::Bias};
+  EXPECT_EQ(cell_config_to_json(mlp)["optimizer"]["decay_exclude"], nlohmann::json::array({"bias", "layernorm"}));
+  EXPECT_EQ(config_value_string(mlp, "optimizer.decay_exclude"), "[bias,layernorm]");
+}
 
 TEST(ConfigJsonPin, EveryCellOfThePinnedFile) {
   const ExperimentConfig exp = load_experiment_from_string(kPinnedYaml, "pin.yaml", without_files());

@@ -83,6 +83,22 @@ class ReportOutputs(TempDirTest):
         # speed-ups with the runner's interval; the baseline has none
         self.assertRegex(page, r"<td class=num>1\.\d\d× \[1\.\d\d–1\.\d\d\]</td>")
         self.assertIn("<td class=num>1.00×</td>", page)
+        # the time estimate beside the measured time, per cell
+        self.assertIn("<h2>Estimated vs measured time</h2>", page)
+        self.assertIn("## Estimated vs measured time", md)
+        self.assertIn("40% of the GEMM ceiling", md)
+        section = md.split("## Estimated vs measured time")[1].split("\n\n")[1]
+        self.assertEqual(len(section.splitlines()), 2 + len(all_cell_ids(results)))  # header, rule, a row per cell
+        self.assertRegex(section, r"\| \d+\.\d\d× \|")
+
+    def test_results_without_estimates_have_no_estimate_section(self):
+        """Result sets from before the estimate (issue 16) still report, without the section."""
+        results = self.make_set("old", numerics=False, include=[])
+        for cid in all_cell_ids(results):
+            edit_cell(results, cid, lambda c: [c["summary"].pop(k) for k in ("estimated_time", "measured_time_s")])
+        out = self.run_report(results)
+        page, md = self.check_self_contained(out, results)
+        self.assertNotIn("Estimated vs measured", page + md)
 
     def test_out_option_and_gpu_machine(self):
         results = self.make_set("gpu", machine="h100", numerics=False, include=[])

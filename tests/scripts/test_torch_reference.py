@@ -82,6 +82,10 @@ class MlpMatchesPyTorch(ReferenceCase):
     def test_relu(self):
         self.check_cell(MLP_YAML, "model.activation=relu", "mlp_relu")
 
+    def test_decay_exclude_bias(self):
+        """Two parameter groups: weight decay on the weights, none on the biases."""
+        self.check_cell(MLP_YAML, "optimizer.decay_exclude=[bias]", "mlp_no_decay_bias")
+
 
 class BertMatchesPyTorch(ReferenceCase):
     def check_bert(self, cell_filter, name):
