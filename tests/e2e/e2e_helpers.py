@@ -30,6 +30,16 @@ def write_mlp_experiment(directory, name, *, steps, warmup_steps, repeats, batch
     return path
 
 
+def expect_regressed(code, out, cells, fails, what):
+    """A gate's verdict on a planted slowdown: exit 1, and every slowed cell named
+    "REGRESSED: <cell> throughput" in `out`. Failures are appended to `fails`."""
+    if code != 1:
+        fails.append(f"{what} exited {code}, expected 1:\n{out}")
+    for cell in cells:
+        if f"REGRESSED: {cell} throughput" not in out:
+            fails.append(f"{what}: the slowed cell {cell} is not named as regressed:\n{out}")
+
+
 def report(fails):
     """Prints each failure and returns the test's exit code (1 if any failed)."""
     for f in fails:

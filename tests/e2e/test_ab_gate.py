@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from e2e_helpers import RUNNER, report, SOURCE_DIR, write_mlp_experiment
+from e2e_helpers import RUNNER, expect_regressed, report, SOURCE_DIR, write_mlp_experiment
 
 AB = os.path.join(SOURCE_DIR, "scripts", "ab_compare.py")
 CELLS = ("fusion=off", "fusion=on")
@@ -53,11 +53,7 @@ def main():
         fastest = min(min(c["base_step_ms"]) for c in clean["cells"])
         delay = DELAY_STEPS * fastest
         code, out, slow = ab(yaml_path, tmp, "slow", "--inject-step-delay-ms", f"{delay:.4f}")
-        if code != 1:
-            fails.append(f"a planted {delay:.3f} ms per step did not fail the A/B gate (exit {code}, expected 1)")
-        for cell in CELLS:
-            if f"REGRESSED: {cell} throughput" not in out:
-                fails.append(f"the slowed cell {cell} is not named as regressed")
+        expect_regressed(code, out, CELLS, fails, f"the A/B gate with a planted {delay:.3f} ms per step")
         if "TESTING ONLY" not in out:
             fails.append("ab_compare.py did not say that a side ran with a planted --inject option")
         if [len(c["new_step_ms"]) for c in slow["cells"]] != [int(ROUNDS)] * len(CELLS):

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from e2e_helpers import RUNNER, report, SOURCE_DIR, write_mlp_experiment
+from e2e_helpers import RUNNER, expect_regressed, report, SOURCE_DIR, write_mlp_experiment
 
 COMPARE = os.path.join(SOURCE_DIR, "scripts", "compare.py")
 CELLS = ("fusion=off", "fusion=on")
@@ -63,11 +63,7 @@ def main():
         print(f"planted delay {delay:.3f} ms per step ({100 * DELAY_STEPS:g}% of the faster cell's median step)")
 
         code, out = compare(base, slow)
-        if code != 1:
-            fails.append(f"compare BASE SLOW --strict exited {code}, expected 1:\n{out}")
-        for cell in CELLS:
-            if f"REGRESSED: {cell} throughput" not in out:
-                fails.append(f"the slowed cell {cell} is not named as regressed:\n{out}")
+        expect_regressed(code, out, CELLS, fails, "compare BASE SLOW --strict")
         if "--inject-step-delay-ms" not in out:
             fails.append("compare.py did not warn that SLOW carries a planted delay")
 

@@ -6,21 +6,17 @@
 #include "backends/cpu/cpu_device.h"
 #include "runner/config.h"
 #include "runner/cost_estimate.h"
+#include "tests/runner/config_test_helpers.h"
 #include "train/cell_factory.h"
 
 namespace mpb {
 namespace {
 
+// A small BERT cell, as an experiment file gives it (the loader's defaults).
 CellConfig bert_cell(CheckpointPolicy ckpt) {
-  CellConfig c;
-  c.model.kind = ModelKind::Bert;
-  c.data.kind = DataKind::Markov;
-  c.data.vocab = 300;
-  c.model.seq_len = 16;
-  c.model.layers = 3;
-  c.batch_size = 4;
-  c.checkpointing = ckpt;
-  return c;
+  const std::string yaml = std::string("name: c\nbatch_size: 4\ncheckpointing: ") + checkpoint_policy_name(ckpt) +
+                           "\nmodel: {kind: bert, layers: 3, seq_len: 16}\ndata: {kind: markov, vocab: 300}\n";
+  return config_test::load(yaml).cells.at(0).config;
 }
 
 TEST(CostEstimate, StepFlopsFromTheConfigEqualTheBuiltModels) {
