@@ -43,7 +43,13 @@ def cell_ids(runner, path, device, filter_expr):
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
-    return [m.group(1) for m in re.finditer(r"^\s+\d+\s+(\S+)", proc.stdout, re.M)]
+    # Numbered lines list the cells; the id is the first field with "=" (the listing
+    # may put a time estimate before it).
+    ids = []
+    for line in proc.stdout.splitlines():
+        if re.match(r"\s+\d+\s", line):
+            ids += [field for field in line.split() if "=" in field][:1]
+    return ids
 
 
 def run_cell(runner, path, cell, out, device, extra):
