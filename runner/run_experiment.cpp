@@ -21,6 +21,7 @@
 #include "runner/hung_cell.h"
 #include "runner/machine_load.h"
 #include "runner/manifest.h"
+#include "runner/measured_window.h"
 #include "runner/memory_fit.h"
 #include "runner/result_dir.h"
 #include "runner/results.h"
@@ -132,6 +133,11 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
 
   // A cell whose memory estimate can't fit the device fails now, before anything is built or written.
   if (const int rc = refuse_cells_that_cannot_fit(exp, cells, opt.device.empty() ? exp.device : opt.device)) return rc;
+  // A cell whose repeats would time too few steps fails now too (runner/measured_window.h).
+  if (const auto error = short_window_error(exp, cells)) {
+    std::fprintf(stderr, "error: %s\n", error->what());
+    return kExitBadInput;
+  }
 
   if (opt.dry_run) {
     std::printf("%s: %zu cell(s)%s, %zu repeat(s) in %s order (seed %llu)\n", exp.name.c_str(), cells.size(),

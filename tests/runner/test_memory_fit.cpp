@@ -29,7 +29,7 @@ std::vector<const Cell*> all_cells(const ExperimentConfig& e) {
 
 // No machine has the terabytes these cells need; every machine has the
 // megabytes of the small ones.
-const char* const kWideMatrix = "name: fit\ndevice: cpu\nsteps: 2\nwarmup_steps: 0\nmatrix:\n  model.width: [64, 1000000]\n";
+const char* const kWideMatrix = "name: fit\ndevice: cpu\nsteps: 6\nwarmup_steps: 0\nmatrix:\n  model.width: [64, 1000000]\n";
 
 TEST(MemoryFit, RefusesTheCellAtTheValueThatMakesItBig) {
   const ExperimentConfig e = load(kWideMatrix);
