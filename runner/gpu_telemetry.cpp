@@ -1,10 +1,7 @@
 #include "runner/gpu_telemetry.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 
 namespace mpb {
 
@@ -71,87 +68,15 @@ nlohmann::json summarize_gpu_samples(const std::vector<GpuSample>& samples, doub
   return j;
 }
 
-// ---- NVML through dlopen ------------------------------------------------------------------
-
-// The few NVML entry points used, with NVML's ABI (nvml.h): int returns (0 =
-// NVML_SUCCESS), an opaque device handle, unsigned outputs.
-struct GpuTelemetry::Api {
-  using Device = void*;
-  struct Memory {
-    unsigned long long total, free, used;
-  };
-  void* lib = nullptr;
-  Device device = nullptr;
-  int (*init)() = nullptr;
-  int (*shutdown)() = nullptr;
-  int (*by_bus_id)(const char*, Device*) = nullptr;
-  int (*by_index)(unsigned, Device*) = nullptr;
-  int (*clock)(Device, int, unsigned*) = nullptr;  // NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2
-  int (*temperature)(Device, int, unsigned*) = nullptr;  // NVML_TEMPERATURE_GPU = 0
-  int (*power)(Device, unsigned*) = nullptr;        // milliwatts
-  int (*power_limit)(Device, unsigned*) = nullptr;  // milliwatts
-  int (*memory)(Device, Memory*) = nullptr;
-  int (*reasons)(Device, unsigned long long*) = nullptr;
-  ~Api() {
-    if (shutdown && device) shutdown();
-    if (lib) dlclose(lib);
-  }
-};
-
-namespace {
-template <class F>
-bool load(void* lib, F& fn, std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (void* p = dlsym(lib, n)) {
-      fn = reinterpret_cast<F>(p);
-      return true;
-    }
-  return false;
-}
-}  // namespace
+// ---- sampling -----------------------------------------------------------------------------
 
 std::unique_ptr<GpuTelemetry> GpuTelemetry::open(const std::string& pci_bus_id, std::string* why) {
-  const char* path = std::getenv("MPB_NVML_LIBRARY");
-  auto api = std::make_unique<Api>();
-  api->lib = dlopen(path && *path ? path : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!api->lib) {
-    *why = std::string("NVML not available (") + dlerror() + ")";
-    return nullptr;
-  }
-  const bool core = load(api->lib, api->init, {"nvmlInit_v2", "nvmlInit"}) &&
-                    load(api->lib, api->shutdown, {"nvmlShutdown"}) &&
-                    load(api->lib, api->by_index, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
-  if (!core) {
-    *why = "NVML lacks nvmlInit_v2 / nvmlShutdown / nvmlDeviceGetHandleByIndex";
-    return nullptr;
-  }
-  // Optional readings: a missing one is -1 in every sample, never a failure.
-  load(api->lib, api->by_bus_id, {"nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleByPciBusId"});
-  load(api->lib, api->clock, {"nvmlDeviceGetClockInfo"});
-  load(api->lib, api->temperature, {"nvmlDeviceGetTemperature"});
-  load(api->lib, api->power, {"nvmlDeviceGetPowerUsage"});
-  load(api->lib, api->power_limit, {"nvmlDeviceGetEnforcedPowerLimit"});
-  load(api->lib, api->memory, {"nvmlDeviceGetMemoryInfo"});
-  // NVML 13 renamed "throttle" reasons to "event" reasons; older drivers have the old name only.
-  load(api->lib, api->reasons, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
-  if (const int rc = api->init(); rc != 0) {
-    *why = "nvmlInit failed (NVML error " + std::to_string(rc) + ")";
-    return nullptr;
-  }
-  Api::Device dev = nullptr;
-  int rc = -1;
-  if (api->by_bus_id && !pci_bus_id.empty()) rc = api->by_bus_id(pci_bus_id.c_str(), &dev);
-  if (rc != 0 && pci_bus_id.empty()) rc = api->by_index(0, &dev);
-  if (rc != 0 || !dev) {
-    api->shutdown();
-    *why = "NVML has no device at PCI bus id '" + pci_bus_id + "' (NVML error " + std::to_string(rc) + ")";
-    return nullptr;
-  }
-  api->device = dev;
+  std::unique_ptr<NvmlLibrary> api = NvmlLibrary::open(pci_bus_id, why);
+  if (!api) return nullptr;
   return std::unique_ptr<GpuTelemetry>(new GpuTelemetry(std::move(api)));
 }
 
-GpuTelemetry::GpuTelemetry(std::unique_ptr<Api> api) : api_(std::move(api)) {}
+GpuTelemetry::GpuTelemetry(std::unique_ptr<NvmlLibrary> api) : api_(std::move(api)) {}
 
 GpuTelemetry::~GpuTelemetry() {
   if (thread_.joinable()) end();
@@ -159,14 +84,14 @@ GpuTelemetry::~GpuTelemetry() {
 
 GpuSample GpuTelemetry::sample() const {
   GpuSample s;
-  const Api& a = *api_;
+  const NvmlLibrary& a = *api_;
   unsigned v = 0;
-  if (a.clock && a.clock(a.device, 1, &v) == 0) s.sm_mhz = v;
-  if (a.clock && a.clock(a.device, 2, &v) == 0) s.mem_mhz = v;
+  if (a.clock && a.clock(a.device, NvmlLibrary::kClockSm, &v) == 0) s.sm_mhz = v;
+  if (a.clock && a.clock(a.device, NvmlLibrary::kClockMem, &v) == 0) s.mem_mhz = v;
   if (a.temperature && a.temperature(a.device, 0, &v) == 0) s.temperature_c = v;
   if (a.power && a.power(a.device, &v) == 0) s.power_w = v / 1000.0;
   if (a.power_limit && a.power_limit(a.device, &v) == 0) s.power_limit_w = v / 1000.0;
-  Api::Memory m{};
+  NvmlLibrary::Memory m{};
   if (a.memory && a.memory(a.device, &m) == 0) s.memory_used_bytes = double(m.used);
   unsigned long long r = 0;
   if (a.reasons && a.reasons(a.device, &r) == 0) s.reasons = r;

@@ -3,9 +3,8 @@
 // the reasons the driver gives for holding clocks down (power cap, thermal
 // slowdown, ...). Throttling costs up to 15% mid-run (flashinfer#2899); a
 // result must say when it happened, and never drop the samples
-// (nvbench#206). NVML is loaded with dlopen at run time (libnvidia-ml.so.1,
-// part of the driver; MPB_NVML_LIBRARY overrides the path, for tests), so
-// the runner links and runs where there is none.
+// (nvbench#206). NVML is loaded at run time (runner/nvml_library.h), so the
+// runner links and runs where there is none.
 #pragma once
 
 #include <atomic>
@@ -16,6 +15,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "runner/nvml_library.h"
 
 namespace mpb {
 
@@ -56,12 +57,15 @@ class GpuTelemetry {
   void begin(double interval_ms = 100.0);
   nlohmann::json end();  // summarize_gpu_samples over the window
 
+  // The NVML handle, for the GPU's fixed facts and clock locking
+  // (runner/gpu_environment.h). Not to be used while sampling.
+  NvmlLibrary& nvml() { return *api_; }
+
  private:
-  struct Api;
-  GpuTelemetry(std::unique_ptr<Api> api);
+  explicit GpuTelemetry(std::unique_ptr<NvmlLibrary> api);
   GpuSample sample() const;
 
-  std::unique_ptr<Api> api_;
+  std::unique_ptr<NvmlLibrary> api_;
   double interval_ms_ = 100.0;
   std::atomic<bool> running_{false};
   std::mutex mu_;

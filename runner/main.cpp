@@ -1,7 +1,7 @@
 // runner FILE.yaml [--out DIR] [--device cpu|cuda|auto] [--filter EXPR] [--dry-run] [--resume]
 //        [--order interleaved|sequential] [--order-seed N]
 //        [--fail-on-divergence] [--stall-timeout S] [--cell-timeout S] [--export-reference DIR]
-//        [--assume-gpu NAME]
+//        [--assume-gpu NAME] [--lock-clocks base|MHZ]
 // Exit codes: runner/run_experiment.h ExitCode, docs/RESULTS.md.
 #include <CLI/CLI.hpp>
 
@@ -71,6 +71,12 @@ int main(int argc, char** argv) {
                  "estimate the run's time for this GPU's dense peaks (rtx3090, a100, h100, l4, rtx4090, ...; "
                  "docs/CONFIG.md): --dry-run prints it per cell; a real run keeps it beside the measured time")
       ->type_name("NAME");
+  std::string lock_clocks;
+  app.add_option("--lock-clocks", lock_clocks,
+                 "hold the GPU's SM clock at its base clock ('base') or at MHZ for the whole run, through NVML "
+                 "(needs root; refused: the run stops before anything is written); released at the end and "
+                 "recorded in the manifest (device.clock_lock)")
+      ->type_name("base|MHZ");
   std::string export_dir;
   app.add_option("--export-reference", export_dir,
                  "write the one cell --filter selects (weights, batches, mpbench's logits, gradients and losses) "
@@ -88,6 +94,14 @@ int main(int argc, char** argv) {
     return mpb::kExitBadInput;
   }
   if (seed_opt->count()) opt.order_seed = order_seed;
+  if (!lock_clocks.empty()) {
+    std::string error;
+    opt.lock_clocks = mpb::parse_clock_lock(lock_clocks, &error);
+    if (!opt.lock_clocks) {
+      std::fprintf(stderr, "error: %s\n", error.c_str());
+      return mpb::kExitBadInput;
+    }
+  }
 
   mpb::ExperimentConfig exp;
   try {

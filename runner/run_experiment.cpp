@@ -17,6 +17,7 @@
 #include "runner/ceiling.h"
 #include "runner/cost_estimate.h"
 #include "runner/device_factory.h"
+#include "runner/gpu_environment.h"
 #include "runner/gpu_telemetry.h"
 #include "runner/hung_cell.h"
 #include "runner/machine_load.h"
@@ -159,6 +160,22 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     telemetry = GpuTelemetry::open(info.pci_bus_id, &telemetry_why);
     if (!telemetry) std::fprintf(stderr, "runner: warning: no GPU telemetry: %s\n", telemetry_why.c_str());
   }
+  // --lock-clocks: held from here (before the ceilings) to the end of the run.
+  std::unique_ptr<GpuClockLock> clock_lock;
+  if (opt.lock_clocks) {
+    if (!telemetry) {
+      std::fprintf(stderr, "error: --lock-clocks needs a GPU with NVML: %s; nothing was written\n",
+                   telemetry_why.c_str());
+      return kExitFailure;
+    }
+    try {
+      clock_lock = std::make_unique<GpuClockLock>(telemetry->nvml(), *opt.lock_clocks);
+    } catch (const std::runtime_error& e) {
+      std::fprintf(stderr, "error: %s; nothing was written\n", e.what());
+      return kExitFailure;
+    }
+    if (!opt.quiet) std::fprintf(stderr, "runner: SM clock locked at %s\n", opt.lock_clocks->text().c_str());
+  }
 
   // What the models say about their cells before anything runs (BERT: GEMM
   // dimensions tensor cores dislike, and similar), once per distinct message.
@@ -217,6 +234,11 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   fs::create_directories(dir / "cells");
   fs::create_directories(dir / "partial");
   nlohmann::json manifest = build_manifest(exp, info, ceiling);
+  if (info.kind == "cuda") {  // the GPU's fixed facts (runner/gpu_environment.h)
+    manifest["device"]["gpu"]["nvml"] = telemetry ? gpu_environment_json(telemetry->nvml()) : nlohmann::json(nullptr);
+    if (!telemetry) manifest["device"]["gpu"]["nvml_why"] = telemetry_why;
+  }
+  manifest["device"]["clock_lock"] = clock_lock ? clock_lock->to_json() : nlohmann::json(nullptr);
   manifest["order"] = run_plan_json(plan);
   if (opt.inject_step_delay_ms > 0) {
     // Never to be mistaken for a real measurement: said in the manifest, in every cell, and here.

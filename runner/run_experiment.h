@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runner/config.h"
+#include "runner/gpu_environment.h"
 #include "runner/run_plan.h"
 #include "runner/watchdog.h"
 
@@ -32,6 +33,8 @@ struct RunOptions {
   // --assume-gpu NAME: the GPU whose dense peaks the time estimate uses
   // (runner/cost_estimate.h); empty: the device's own.
   std::string assume_gpu;
+  // --lock-clocks: the SM clock held for the run (runner/gpu_environment.h).
+  std::optional<ClockLockRequest> lock_clocks;
 };
 
 // The runner's exit codes (docs/RESULTS.md).

@@ -13,7 +13,8 @@ cannot vouch that nothing changed.
 """
 
 # (group, dotted manifest key), in the order they are reported. Groups:
-# machine (hardware and OS), governor (CPU frequency policy), libraries,
+# machine (hardware and OS), gpu (the GPU's card, modes, clocks and links from
+# NVML, and --lock-clocks), governor (CPU frequency policy), libraries,
 # compiler (and build flags), git, overrides (environment variables).
 # machine.cpu_clocks.mhz is left out on purpose: it is an idle snapshot that
 # differs between any two runs; the governor is what decides the clock under load.
@@ -23,6 +24,17 @@ FIXED_FIELDS = (
     ("machine", "device.gpu.name"),
     ("machine", "device.gpu.compute_capability"),
     ("machine", "device.gpu.memory_bytes"),
+    ("gpu", "device.gpu.nvml.uuid"),
+    ("gpu", "device.gpu.nvml.vbios"),
+    ("gpu", "device.gpu.nvml.ecc.current"),
+    ("gpu", "device.gpu.nvml.mig.current"),
+    ("gpu", "device.gpu.nvml.persistence_mode"),
+    ("gpu", "device.gpu.nvml.applications_clocks_mhz.sm"),
+    ("gpu", "device.gpu.nvml.applications_clocks_mhz.mem"),
+    ("gpu", "device.gpu.nvml.pcie.generation"),
+    ("gpu", "device.gpu.nvml.pcie.width"),
+    ("gpu", "device.gpu.nvml.nvlink_active_links"),
+    ("gpu", "device.clock_lock.requested"),
     ("machine", "machine.hostname"),
     ("machine", "machine.cpu_model"),
     ("machine", "machine.cores"),
@@ -39,7 +51,7 @@ FIXED_FIELDS = (
     ("git", "git_commit"),
     ("git", "git.dirty"),
 )
-GROUPS = ("machine", "governor", "libraries", "compiler", "git", "overrides")
+GROUPS = ("machine", "gpu", "governor", "libraries", "compiler", "git", "overrides")
 
 _MISSING = object()   # the key is absent (not the same as a JSON null: "recorded as unknown")
 

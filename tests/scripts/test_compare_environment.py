@@ -102,6 +102,24 @@ class EnvironmentDifferences(unittest.TestCase):
         self.assertIn("none -> NVIDIA H100 80GB HBM3", environment_text(list(diffs.values())))
 
 
+    def test_same_gpu_model_with_another_card_or_link(self):
+        def gpu(vbios, width, lock):
+            nvml = {"uuid": "GPU-1", "vbios": vbios, "ecc": {"current": "enabled", "pending": "enabled"},
+                    "mig": {"current": "disabled", "pending": "disabled"}, "persistence_mode": "enabled",
+                    "applications_clocks_mhz": {"sm": 1755, "mem": 2619}, "max_clocks_mhz": {"sm": 1980, "mem": 2619},
+                    "pcie": {"generation": 5, "width": width, "max_generation": 5, "max_width": 16},
+                    "nvlink_active_links": 18}
+            return manifest(device={"kind": "cuda", "name": "H100", "clock_lock": lock,
+                                    "gpu": {"name": "H100", "compute_capability": "9.0", "nvml": nvml}})
+        same = gpu("96.00.99.00.01", 16, None)
+        self.assertEqual(environment_differences(same, copy.deepcopy(same)), [])
+        diffs = environment_differences(same, gpu("96.00.A0.00.01", 8, {"requested": "base", "applied": True}))
+        self.assertEqual(fields(diffs), ["device.gpu.nvml.vbios", "device.gpu.nvml.pcie.width",
+                                         "device.clock_lock.requested"])
+        self.assertEqual({d["group"] for d in diffs}, {"gpu"})
+        self.assertIn("none -> base", environment_text(diffs))
+
+
 class CompareNamesEnvironment(TempDirTest):
     """compare.py BASE NEW: the text section and the JSON field."""
 
@@ -116,7 +134,7 @@ class CompareNamesEnvironment(TempDirTest):
         proc, report = self.compare(base, base)
         self.assertExit(proc, 0)
         self.assertIn("Environment: the same in both sets "
-                      "(machine, governor, libraries, compiler, git, overrides)", proc.stdout)
+                      "(machine, gpu, governor, libraries, compiler, git, overrides)", proc.stdout)
         self.assertEqual(report["environment_differences"], [])
 
     def test_same_machine_lists_what_changed_without_failing(self):
