@@ -186,6 +186,12 @@ class Device {
   // cudaMemGetInfo's free memory), for refusing a cell whose memory estimate
   // does not fit before it runs. nullopt: this device can't say.
   virtual std::optional<size_t> free_memory_bytes() const { return std::nullopt; }
+  // The most bytes this device held from its memory at once since it was
+  // made, whoever asked (CUDA: cudaMalloc'd bytes; tensors, scratch and
+  // workspaces alike), for the memory triple of docs/RESULTS.md. nullopt: the
+  // device's memory is the process's (the CPU), whose RSS high-water mark is
+  // that figure.
+  virtual std::optional<size_t> reserved_peak_bytes() const { return std::nullopt; }
   // dst.bytes() bytes; host pointers must not be null when there are bytes.
   void upload(const Tensor& dst, const void* host_src);
   void download(void* host_dst, const Tensor& src);

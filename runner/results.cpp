@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "runner/memory_fit.h"
+#include "runner/memory_triple.h"
 #include "runner/stats.h"
 #include "runner/steady_state.h"
 #include "runner/utilization.h"
@@ -238,6 +239,7 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   s["throttle_reasons"] = reasons;
   for (auto& [k, v] : peak.items()) v = static_cast<size_t>(v.get<double>());
   s["peak_memory_bytes"] = peak;
+  s["memory"] = summarize_memory_triples(repeats);  // runner/memory_triple.h
   s["estimated_memory_bytes"] = memory_estimate_json(estimate_cell_memory(cfg));  // runner/memory_fit.h
   s["final_loss"] = mean(final_losses);
   s["eval_loss"] = mean(eval_loss);

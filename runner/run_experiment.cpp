@@ -24,6 +24,7 @@
 #include "runner/manifest.h"
 #include "runner/measured_window.h"
 #include "runner/memory_fit.h"
+#include "runner/memory_triple.h"
 #include "runner/result_dir.h"
 #include "runner/results.h"
 #include "runner/terminal_table.h"
@@ -384,6 +385,8 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         const int every = std::max(1, cfg.steps / 5);
         TrainOptions train_opt;
         train_opt.inject_step_delay_ms = opt.inject_step_delay_ms;
+        std::string rss_caveat;  // the CPU's process_peak_bytes: this repeat's own peak when the reset works
+        if (info.kind == "cpu") reset_resident_peak(&rss_caveat);
         if (telemetry) telemetry->begin();
         RunRecord rec = train(*dev, *model, *data, cfg, [&](int step, const RunRecord& rr) {
           if (g_interrupted) throw Interrupted{};
@@ -402,6 +405,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         nlohmann::json rep = repeat_result_json(r, cfg.seed + r, rec, cfg);
         rep["gpu_telemetry"] = telemetry ? telemetry->end() : nlohmann::json(nullptr);
         if (!telemetry) rep["gpu_telemetry_why"] = telemetry_why;
+        rep["memory"] = repeat_memory_json(*dev, rec.memory, rep["gpu_telemetry"], telemetry_why, rss_caveat);
         rep["order"] = run_order_name(plan.order);
         rep["round"] = int(ri);  // manifest order.rounds[round][position] is this repeat
         rep["position"] = int(pos);

@@ -310,6 +310,9 @@ void* CudaDevice::raw_alloc(size_t bytes) {
     throw DeviceError("cuda: cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorName(err) +
                       ": " + cudaGetErrorString(err) + mem);
   }
+  reserved_sizes_[p] = bytes;
+  reserved_now_ += bytes;
+  reserved_peak_ = std::max(reserved_peak_, reserved_now_);
   return p;
 }
 
@@ -317,6 +320,10 @@ void CudaDevice::raw_free(void* ptr) {
   // Called from DeviceBuffer::release(), i.e. from destructors: must not
   // throw. The error is printed now and raised by the next synchronising call.
   // (cudaFree waits for outstanding work on the device before freeing.)
+  if (const auto it = reserved_sizes_.find(ptr); it != reserved_sizes_.end()) {
+    reserved_now_ -= it->second;
+    reserved_sizes_.erase(it);
+  }
   const cudaError_t err = cudaFree(ptr);
   if (err == cudaSuccess) return;
   try {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "core/device.h"
 
@@ -64,6 +65,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<DeviceTimer> make_timer() override;
   std::string gemm_support(GemmCompute c) const override;
   std::optional<size_t> free_memory_bytes() const override;  // cudaMemGetInfo
+  std::optional<size_t> reserved_peak_bytes() const override { return reserved_peak_; }  // cudaMalloc'd
 
   // ---- for the backend's own code ------------------------------------------------
   cudaStream_t stream() const { return stream_; }
@@ -108,6 +110,9 @@ class CudaDevice final : public Device {
   int* flags_host_ = nullptr;  // pinned, mapped
   int* flags_dev_ = nullptr;
   std::string deferred_error_;  // from raw_free/release paths that must not throw
+  // cudaMalloc'd bytes now and at most, and each live allocation's size (raw_alloc/raw_free).
+  size_t reserved_now_ = 0, reserved_peak_ = 0;
+  std::unordered_map<void*, size_t> reserved_sizes_;
   std::array<DeviceBuffer, kScratchCount> scratch_;
   std::unique_ptr<CublasLtGemm> gemm_;
 };

@@ -82,6 +82,21 @@ class CudaOps : public ::testing::Test {
 
 // ---- device basics ----------------------------------------------------------------------
 
+// The memory triple's "process" figure on a GPU (runner/memory_triple.h):
+// every cudaMalloc'd byte counts, at its peak, and a freed buffer leaves it.
+TEST_F(CudaOps, ReservedPeakCountsEveryCudaMallocAtOnce) {
+  const size_t before = gpu_->reserved_peak_bytes().value_or(0);
+  {
+    DeviceBuffer a = gpu_->alloc(Shape{1 << 18}, DType::F32, MemCategory::Activations);  // 1 MiB
+    DeviceBuffer b = gpu_->alloc(Shape{3 << 18}, DType::F32, MemCategory::Workspace);    // 3 MiB
+    ASSERT_TRUE(gpu_->reserved_peak_bytes().has_value());
+    EXPECT_GE(*gpu_->reserved_peak_bytes(), before + (size_t{4} << 20));
+  }
+  const size_t peak = *gpu_->reserved_peak_bytes();
+  DeviceBuffer c = gpu_->alloc(Shape{1 << 18}, DType::F32, MemCategory::Activations);
+  EXPECT_EQ(*gpu_->reserved_peak_bytes(), peak) << "the freed 4 MiB made room: no new peak";
+}
+
 TEST_F(CudaOps, Info) {
   const DeviceInfo& info = gpu_->info();
   EXPECT_EQ(info.kind, "cuda");
