@@ -197,6 +197,20 @@ def memory_for(config):
     return mem
 
 
+def memory_triple(config, device_kind):
+    """summary.memory as the runner writes it (runner/memory_triple.h): on the CPU the RSS peak adds the
+    binary and its libraries (~190 MB measured) to the tensors; on a GPU the cudaMalloc'd peak is the
+    allocator's (no pool), and NVML's device-wide peak adds the CUDA context and cuBLASLt (~600 MB)."""
+    total = memory_for(config)["total"]
+    if device_kind == "cuda":
+        return {"allocator_peak_bytes": total, "process_peak_bytes": total, "process_peak_source": "cudaMalloc",
+                "process_peak_why": None, "device_used_peak_bytes": total + 600 * 2**20, "device_used_why": None}
+    return {"allocator_peak_bytes": total, "process_peak_bytes": total + 190 * 2**20,
+            "process_peak_source": "rss_high_water_mark", "process_peak_why": None,
+            "device_used_peak_bytes": None,
+            "device_used_why": "the CPU device's memory is the process's: process_peak_bytes is the figure"}
+
+
 def model_profile(config):
     return MODEL_PROFILES.get(config["model"].get("kind"), MODEL_PROFILES["mlp"])
 
@@ -544,6 +558,9 @@ def make_result_set(out_dir, *, experiment="synthetic", machine="cpu", repeats=5
             summary["speedup_interval"] = interval
             summary["speedup_verdict"] = ("baseline" if is_base else verdict_of(interval) if interval else None)
             summary["noise"] = step_noise(timed)
+            summary["memory"] = memory_triple(config, profile["device"]["kind"])
+            for rep in reps:
+                rep["memory"] = summary["memory"]
         cells.append({
             "schema": "mpbench.cell/1", "experiment": experiment,
             "cell_id": cell_id(axes), "slug": slugify(cell_id(axes)), "axes": axes,

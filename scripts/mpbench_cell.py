@@ -142,6 +142,11 @@ class Cell:
         """Peak memory of one category (or "total") in bytes, NaN when absent."""
         return to_float((self.summary.get("peak_memory_bytes") or {}).get(category))
 
+    def memory_figure(self, name):
+        """One figure of the memory triple (summary.memory: "process_peak_bytes", "device_used_peak_bytes"),
+        in bytes; NaN when absent (the figure was null, or the runner predates it)."""
+        return to_float((self.summary.get("memory") or {}).get(name))
+
     def series(self, key):
         """One array per repeat for a per-step series (loss, step_time_ms, ...)."""
         return [to_array(r.get(key)) for r in self.repeats]

@@ -17,6 +17,9 @@ from report_labels import cell_keys, display_order, percent, times
 SUMMARY_COLUMNS = ["key", "cell", "samples/s", "speedup", "step ms median", "p10", "p90", "GFLOP/s",
                    "% of ceiling", "peak memory", "final loss", "eval loss", "eval acc", "skipped steps"]
 STEP_CV_COLUMN = "step CV"       # after p90, when the runner measured step-time noise
+# After "peak memory" (the allocator's peak), the other two figures of the
+# memory triple (docs/RESULTS.md), each when some cell recorded it.
+MEMORY_TRIPLE_COLUMNS = (("process peak", "process_peak_bytes"), ("device used peak", "device_used_peak_bytes"))
 
 
 def speedup_text(rs, cell):
@@ -51,16 +54,25 @@ def has_step_noise(rs):
     return any(c.noise() is not None for c in rs.cells)
 
 
+def memory_triple_columns(rs):
+    """The memory-triple columns some cell of `rs` has a figure for: [(title, summary.memory key)]."""
+    return [(title, key) for title, key in MEMORY_TRIPLE_COLUMNS
+            if any(mr.finite(c.memory_figure(key)) for c in rs.cells)]
+
+
 def summary_columns(rs):
     columns = list(SUMMARY_COLUMNS)
     if has_step_noise(rs):
         columns.insert(columns.index("p90") + 1, STEP_CV_COLUMN)
+    at = columns.index("peak memory") + 1
+    columns[at:at] = [title for title, _ in memory_triple_columns(rs)]
     return columns
 
 
 def summary_rows(rs):
     """One list of display strings per cell, in summary_columns(rs) order."""
     rows, keys, with_cv = [], cell_keys(rs), has_step_noise(rs)
+    triple = memory_triple_columns(rs)
     for c in display_order(rs):
         name = (c.cell_id + (" (baseline)" if c.is_baseline else "") + (" (emulated)" if c.emulated_ops() else "")
                 + (" (noisy)" if c.is_noisy() else ""))
@@ -78,6 +90,8 @@ def summary_rows(rs):
             mr.format_number(c.summary_value("gflops")),
             percent(c.summary_value("ceiling_fraction")),
             mr.format_bytes(c.memory("total")),
+        ] + [mr.format_bytes(c.memory_figure(key)) if mr.finite(c.memory_figure(key)) else "—"
+             for _, key in triple] + [
             mr.format_number(c.summary_value("final_loss"), 4),
             mr.format_number(c.summary_value("eval_loss"), 4),
             percent(c.summary_value("eval_accuracy")),

@@ -484,6 +484,23 @@ class ReportNewFields(TempDirTest):
         self.assertIn("<h2>Noise</h2>", page)
         self.assertIn("## Noise", md)
 
+    def test_memory_triple_columns(self):
+        """The process and device-used peaks beside the allocator's (docs/RESULTS.md), where recorded."""
+        gpu = self.make_set("gpu_mem", machine="h100", numerics=False, include=[])
+        cpu = self.make_set("cpu_mem", numerics=False, include=[])
+        old = self.make_set("old_mem", legacy=True)
+        for results, present, absent in ((gpu, ["process peak", "device used peak"], []),
+                                         (cpu, ["process peak"], ["device used peak"]),
+                                         (old, [], ["process peak", "device used peak"])):
+            page, md = self.run_report(results)
+            for rows in (md_table_after(md, "## Cells"), html_table_after(page, "<h2>Cells</h2>")):
+                for column in present:
+                    self.assertRegex(rows[0][column], r"^\d+(\.\d+)? [KMG]i?B$", (results, column))
+                for column in absent:
+                    self.assertNotIn(column, rows[0], results)
+        rows = md_table_after(self.run_report(cpu)[1], "## Cells")
+        self.assertNotEqual(rows[0]["process peak"], rows[0]["peak memory"])   # the RSS counts the libraries too
+
     def test_quiet_run(self):
         _, md = self.run_report(self.make_set("quiet", numerics=False, include=[]))
         self.assertIn("The machine was quiet in all 5 round(s).", md)
