@@ -1,7 +1,7 @@
 // runner FILE.yaml [--out DIR] [--device cpu|cuda|auto] [--filter EXPR] [--dry-run] [--resume]
 //        [--order interleaved|sequential] [--order-seed N]
 //        [--fail-on-divergence] [--stall-timeout S] [--cell-timeout S] [--export-reference DIR]
-//        [--assume-gpu NAME] [--lock-clocks base|MHZ]
+//        [--assume-gpu NAME] [--lock-clocks base|MHZ] [--find-max-batch]
 // Exit codes: runner/run_experiment.h ExitCode, docs/RESULTS.md.
 #include <CLI/CLI.hpp>
 
@@ -14,6 +14,7 @@
 #include "runner/config.h"
 #include "runner/cost_estimate.h"
 #include "runner/doctor.h"
+#include "runner/find_max_batch.h"
 #include "runner/hung_cell.h"
 #include "runner/reference_export.h"
 #include "runner/result_dir.h"
@@ -71,6 +72,10 @@ int main(int argc, char** argv) {
                  "estimate the run's time for this GPU's dense peaks (rtx3090, a100, h100, l4, rtx4090, ...; "
                  "docs/CONFIG.md): --dry-run prints it per cell; a real run keeps it beside the measured time")
       ->type_name("NAME");
+  bool find_max_batch = false;
+  app.add_flag("--find-max-batch", find_max_batch,
+               "print the largest batch_size each cell (after --filter) can train with on the device: its memory "
+               "estimate against free memory, and on a GPU two real training steps per candidate; writes nothing");
   std::string lock_clocks;
   app.add_option("--lock-clocks", lock_clocks,
                  "hold the GPU's SM clock at its base clock ('base') or at MHZ for the whole run, through NVML "
@@ -114,6 +119,7 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, on_sigint);
   std::signal(SIGTERM, on_sigint);
   try {
+    if (find_max_batch) return mpb::run_find_max_batch(exp, opt);
     return mpb::run_experiment(exp, opt);
   } catch (const mpb::ResultDirBusy& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -99,6 +99,10 @@ std::optional<ConfigError> memory_fit_error(const ExperimentConfig& exp, const s
   return std::nullopt;
 }
 
+bool cell_memory_fits(const CellConfig& cfg, const Device& dev) {
+  return !shortfall(estimate_cell_memory(cfg), dev).has_value();
+}
+
 int refuse_cells_that_cannot_fit(const ExperimentConfig& exp, const std::vector<const Cell*>& cells,
                                  const std::string& kind) {
   std::unique_ptr<Device> dev;

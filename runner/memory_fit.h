@@ -30,6 +30,10 @@ namespace mpb {
 std::optional<ConfigError> memory_fit_error(const ExperimentConfig& exp, const std::vector<const Cell*>& cells,
                                             const Device& dev);
 
+// Whether one configuration's estimate fits `dev` now (the rule above);
+// true when the device can't say what it has free.
+bool cell_memory_fits(const CellConfig& cfg, const Device& dev);
+
 // Makes the device `kind` names (cpu | cuda | auto) and runs memory_fit_error.
 // Prints the error and returns 2 when a cell doesn't fit; returns 0 otherwise,
 // also when the device can't be made (the run says why itself).
