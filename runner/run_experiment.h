@@ -8,6 +8,7 @@
 
 #include "runner/config.h"
 #include "runner/run_plan.h"
+#include "runner/shard.h"
 #include "runner/watchdog.h"
 
 namespace mpb {
@@ -32,6 +33,9 @@ struct RunOptions {
   // --assume-gpu NAME: the GPU whose dense peaks the time estimate uses
   // (runner/cost_estimate.h); empty: the device's own.
   std::string assume_gpu;
+  // --shard i/N: only this share of the cells (runner/shard.h), in
+  // <out>/<name>.shard-<i>-of-<N>/, recorded in manifest.shard.
+  std::optional<ShardSpec> shard;
 };
 
 // The runner's exit codes (docs/RESULTS.md).
