@@ -62,7 +62,9 @@ void check_partitions(const ExperimentConfig& exp) {
       EXPECT_EQ(owns_baseline, i == 0) << i << "/" << n;
       EXPECT_EQ(share.baseline_copy != nullptr, i != 0 && same_model) << i << "/" << n;
       const auto run = share.to_run();
-      if (share.baseline_copy) EXPECT_EQ(run.front(), baseline);  // run first, as without shards
+      if (share.baseline_copy) {
+        EXPECT_EQ(run.front(), baseline);  // run first, as without shards
+      }
       EXPECT_EQ(run.size(), share.owned.size() + (share.baseline_copy ? 1 : 0));
     }
     EXPECT_EQ(owners.size(), cells.size()) << n << " shards";
