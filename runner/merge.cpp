@@ -138,7 +138,22 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
 
 }  // namespace
 
+namespace {
+MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& opt);
+}  // namespace
+
 MergedSet merge_shards(const std::vector<fs::path>& dirs, const MergeOptions& opt) {
+  // A field of an edited or foreign manifest that is not what the runner
+  // writes (a string where a list is) is bad input, not a crash.
+  try {
+    return merge_checked(dirs, opt);
+  } catch (const json::exception& e) {
+    throw MergeError(std::string("a shard's manifest.json or cell file has an unexpected shape: ") + e.what());
+  }
+}
+
+namespace {
+MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& opt) {
   if (dirs.empty()) throw MergeError("no shard directories given");
   std::vector<Shard> given;
   for (const fs::path& d : dirs) given.push_back(read_shard(d));
@@ -361,6 +376,7 @@ MergedSet merge_shards(const std::vector<fs::path>& dirs, const MergeOptions& op
   out.manifest = std::move(m);
   return out;
 }
+}  // namespace
 
 fs::path write_merged_set(const fs::path& out_root, const MergedSet& set) {
   const fs::path target = out_root / set.experiment;
