@@ -237,6 +237,9 @@ def main():
         if code != 0 or cm.get("merged", {}).get("mixed_machines") is not True or \
                 "synthetic-gpu-C (shard 1)" not in cm.get("device", {}).get("name", ""):
             fails.append(f"a merge of shards on two machines does not say so (exit {code}): {cm.get('device')}\n{out}")
+        code, out = run([sys.executable, os.path.join(SCRIPTS, "report.py"), os.path.join(tmp, "c", NAME)])
+        if code != 0:
+            fails.append(f"report.py on a mixed-machine merged set exited {code}:\n{out[-3000:]}")
         shutil.copytree(os.path.join(tmp, "c", NAME), os.path.join(tmp, "c2", NAME))
         for base in (merged_dir, os.path.join(tmp, "c2", NAME)):
             code, out = run(compare + [base, os.path.join(tmp, "c", NAME)])
