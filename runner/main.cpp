@@ -1,7 +1,8 @@
 // runner FILE.yaml [--out DIR] [--device cpu|cuda|auto] [--filter EXPR] [--dry-run] [--resume]
 //        [--order interleaved|sequential] [--order-seed N]
 //        [--fail-on-divergence] [--stall-timeout S] [--cell-timeout S] [--export-reference DIR]
-//        [--assume-gpu NAME] [--lock-clocks base|MHZ] [--find-max-batch]
+//        [--assume-gpu NAME] [--lock-clocks base|MHZ] [--find-max-batch] [--shard I/N]
+// runner merge OUT DIR... [--allow-mixed] [--scheduler FILE]   (runner/merge.h)
 // Exit codes: runner/run_experiment.h ExitCode, docs/RESULTS.md.
 #include <CLI/CLI.hpp>
 
@@ -16,6 +17,7 @@
 #include "runner/doctor.h"
 #include "runner/find_max_batch.h"
 #include "runner/hung_cell.h"
+#include "runner/merge.h"
 #include "runner/reference_export.h"
 #include "runner/result_dir.h"
 #include "runner/run_experiment.h"
@@ -26,6 +28,7 @@ void on_sigint(int) { mpb::g_interrupted = true; }
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "doctor") return mpb::run_doctor(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "merge") return mpb::run_merge(argc - 1, argv + 1);
   CLI::App app{"mpbench runner: trains every cell of an experiment matrix and records speed, memory and convergence"};
   std::string file;
   mpb::RunOptions opt;
@@ -82,6 +85,11 @@ int main(int argc, char** argv) {
                  "(needs root; refused: the run stops before anything is written); released at the end and "
                  "recorded in the manifest (device.clock_lock)")
       ->type_name("base|MHZ");
+  std::string shard;
+  app.add_option("--shard", shard,
+                 "run only share I of N (0 <= I < N) of the cells, balanced by GEMM FLOPs x steps x repeats, "
+                 "into <out>/<name>.shard-I-of-N/; `runner merge` joins the shares (docs/SCALE.md)")
+      ->type_name("I/N");
   std::string export_dir;
   app.add_option("--export-reference", export_dir,
                  "write the one cell --filter selects (weights, batches, mpbench's logits, gradients and losses) "
@@ -104,6 +112,18 @@ int main(int argc, char** argv) {
     opt.lock_clocks = mpb::parse_clock_lock(lock_clocks, &error);
     if (!opt.lock_clocks) {
       std::fprintf(stderr, "error: %s\n", error.c_str());
+      return mpb::kExitBadInput;
+    }
+  }
+  if (!shard.empty()) {
+    std::string error;
+    opt.shard = mpb::parse_shard(shard, &error);
+    if (!opt.shard) {
+      std::fprintf(stderr, "error: %s\n", error.c_str());
+      return mpb::kExitBadInput;
+    }
+    if (!export_dir.empty()) {
+      std::fprintf(stderr, "error: --shard and --export-reference do not combine (the export is one cell)\n");
       return mpb::kExitBadInput;
     }
   }

@@ -74,7 +74,9 @@ CostBasis dry_run_cost_basis(const std::vector<const Cell*>& cells, const std::s
 }
 
 // The cell list with each cell's estimated time (h:mm) and the total.
-void print_cells_with_cost(const std::vector<const Cell*>& cells, const CostBasis& basis) {
+// `baseline_copy`: a shard's copy of the baseline (runner/shard.h), marked as such.
+void print_cells_with_cost(const std::vector<const Cell*>& cells, const CostBasis& basis,
+                           const Cell* baseline_copy) {
   if (basis.peaks || !basis.ceiling.empty())
     std::printf("time estimate: GEMM FLOPs per step x steps x repeats at %s\n", cost_assumption(basis).c_str());
   else
@@ -88,7 +90,9 @@ void print_cells_with_cost(const std::vector<const Cell*>& cells, const CostBasi
     else complete = false;
     std::printf("  %3zu  %6s  %9s  %s%s%s\n", i + 1, format_hours_minutes(cost.seconds).c_str(),
                 cost.seconds ? std::to_string(std::llround(*cost.seconds)).c_str() : "-", cells[i]->id.c_str(),
-                cells[i]->is_baseline ? "  (baseline)" : "",
+                cells[i] == baseline_copy ? "  (baseline: a copy for this shard's speed-ups; shard 0's is merged)"
+                : cells[i]->is_baseline   ? "  (baseline)"
+                                          : "",
                 cost.seconds || basis.peaks == std::nullopt ? "" : ("  (" + cost.why_none + ")").c_str());
   }
   const std::optional<double> sum = complete || total > 0 ? std::optional<double>(total) : std::nullopt;
@@ -128,6 +132,21 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     std::fprintf(stderr, "runner: --filter '%s' matches no cell of %s\n", opt.filter.c_str(), exp.path.c_str());
     return kExitBadInput;
   }
+  // --shard i/N: this runner's share (runner/shard.h). The order seed below
+  // still comes from the whole experiment, like the assignment itself.
+  std::optional<ShardShare> share;
+  const size_t cells_before_shard = cells.size();
+  if (opt.shard) {
+    try {
+      share = shard_share(cells, *opt.shard);
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "error: --shard %d/%d: %s\n", opt.shard->index, opt.shard->count, e.what());
+      return kExitBadInput;
+    }
+    cells = share->to_run();
+  }
+  const Cell* baseline_copy = share ? share->baseline_copy : nullptr;
+  const fs::path dir = fs::path(opt.out_dir) / (opt.shard ? shard_dir_name(exp.name, *opt.shard) : exp.name);
   nlohmann::json all_configs = nlohmann::json::array();
   for (const Cell& c : exp.cells) all_configs.push_back({{"id", c.id}, {"config", cell_config_to_json(c.config)}});
   const uint64_t seed = opt.order_seed.value_or(std::stoull(config_hash(all_configs), nullptr, 16));
@@ -145,7 +164,14 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     std::printf("%s: %zu cell(s)%s, %zu repeat(s) in %s order (seed %llu)\n", exp.name.c_str(), cells.size(),
                 opt.filter.empty() ? "" : " (filtered)", plan.units(), run_order_name(plan.order),
                 static_cast<unsigned long long>(seed));
-    print_cells_with_cost(cells, dry_run_cost_basis(cells, opt.device.empty() ? exp.device : opt.device, opt));
+    if (share)
+      std::printf("shard %d/%d: %zu of the %zu cell(s)%s, %.0f%% of the matrix's weight (GEMM FLOPs x steps x "
+                  "repeats); results in %s\n",
+                  share->spec.index, share->spec.count, share->owned.size(), cells_before_shard,
+                  baseline_copy ? " plus a copy of the baseline for speed-ups" : "",
+                  100.0 * share->weight / share->total_weight, dir.string().c_str());
+    print_cells_with_cost(cells, dry_run_cost_basis(cells, opt.device.empty() ? exp.device : opt.device, opt),
+                          baseline_copy);
     return 0;
   }
 
@@ -227,7 +253,6 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   CostBasis cost_basis = device_cost_basis(info, start_ceiling);
   if (!opt.assume_gpu.empty()) cost_basis = dry_run_cost_basis(cells, info.kind, opt);
 
-  const fs::path dir = fs::path(opt.out_dir) / exp.name;
   const ResultDirLock lock(dir);  // ResultDirBusy -> caller; held until we return
   for (const StaleMove& m : sweep_result_dir(dir, exp.cells, cells, opt.resume ? EarlierResults::Keep
                                                                                 : EarlierResults::Replace))
@@ -241,6 +266,10 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   }
   manifest["device"]["clock_lock"] = clock_lock ? clock_lock->to_json() : nlohmann::json(nullptr);
   manifest["order"] = run_plan_json(plan);
+  if (share) {
+    manifest["shard"] = shard_json(*share, opt.filter);
+    manifest["shard"]["environment"] = scheduler_environment_json();
+  }
   if (opt.inject_step_delay_ms > 0) {
     // Never to be mistaken for a real measurement: said in the manifest, in every cell, and here.
     manifest["testing"] = {{"inject_step_delay_ms", opt.inject_step_delay_ms}};

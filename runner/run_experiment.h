@@ -9,6 +9,7 @@
 #include "runner/config.h"
 #include "runner/gpu_environment.h"
 #include "runner/run_plan.h"
+#include "runner/shard.h"
 #include "runner/watchdog.h"
 
 namespace mpb {
@@ -35,6 +36,9 @@ struct RunOptions {
   std::string assume_gpu;
   // --lock-clocks: the SM clock held for the run (runner/gpu_environment.h).
   std::optional<ClockLockRequest> lock_clocks;
+  // --shard i/N: only this share of the cells (runner/shard.h), in
+  // <out>/<name>.shard-<i>-of-<N>/, recorded in manifest.shard.
+  std::optional<ShardSpec> shard;
 };
 
 // The runner's exit codes (docs/RESULTS.md).

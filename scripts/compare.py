@@ -20,7 +20,9 @@ Peak memory and losses are deterministic for a fixed seed, so they are compared
 against their threshold directly.
 
 When BASE and NEW come from different machines (manifest device kind/name/GPU)
-nothing is a regression: the output is a generation table instead.
+nothing is a regression: the output is a generation table instead. The same
+holds when either set was merged (runner merge) from shards that ran on
+different machines (manifest.merged.mixed_machines; docs/SCALE.md).
 
 Either way the output names every environment field that differs between the
 two manifests (machine, CPU governor, libraries, compiler and build flags, git
@@ -511,7 +513,10 @@ def run(args):
     if args.base:
         base, new = mr.load_results(args.base), mr.load_results(args.new)
         payload.update(base=set_json(base), new=set_json(new))
-        same_machine = base.machine_identity() == new.machine_identity()
+        # A merged set whose shards ran on different machines is a generation
+        # comparison in itself, even against a set of the same mixture.
+        mixed = [rs.path for rs in (base, new) if rs.mixed_machines()]
+        same_machine = base.machine_identity() == new.machine_identity() and not mixed
         payload["same_machine"] = same_machine
         environment = environment_differences(base.manifest, new.manifest)
         payload["environment_differences"] = environment
@@ -534,8 +539,13 @@ def run(args):
             print(describe_set("BASE", base))
             print(describe_set("NEW", new))
             print(environment_text(environment))
-            print(f"\nBASE and NEW ran on different machines ({base.machine_label()} vs {new.machine_label()}): "
-                  "differences are generational, not regressions; no verdicts.\n")
+            if mixed:
+                print(f"\n{' and '.join(mixed)}: merged from shards that ran on different machines "
+                      "(manifest.merged.mixed_machines): differences are generational, not regressions; "
+                      "no verdicts.\n")
+            else:
+                print(f"\nBASE and NEW ran on different machines ({base.machine_label()} vs {new.machine_label()}): "
+                      "differences are generational, not regressions; no verdicts.\n")
             payload["generations"] = report_generations([base, new], plot_path(args), "Generation table")
             comparison = compare_sets(base, new, Options())
             print_only_in(comparison)

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what mpbench needs on a fresh Debian/Ubuntu machine, from Debian's packages only.
 # Skips apt entirely when everything is already present, so re-running it is cheap.
-# Usage: install_deps.sh [--fuzz]   --fuzz: also clang, libFuzzer and llvm-symbolizer
-# (scripts/fuzz_config.sh asks for them; the README's commands do not need them).
+# Usage: install_deps.sh [--fuzz | --with-slurm]
+#   --fuzz: also clang, libFuzzer and llvm-symbolizer (scripts/fuzz_config.sh asks for them)
+#   --with-slurm: also Slurm's controller, node daemon, clients and munge, for the
+#     real-Slurm test (tests/slurm/test_slurm.py, CTest label slurm; CI uses it)
+# The README's commands need neither.
 set -euo pipefail
 
 packages=(
@@ -20,8 +23,12 @@ case ${1:-} in
     # clang-14 and its runtime libraries (libclang_rt.fuzzer: libFuzzer; ASan/UBSan for
     # clang), and llvm-14 for llvm-symbolizer (file:line in sanitizer reports).
     packages+=(clang-14 libclang-rt-14-dev llvm-14) ;;
+  --with-slurm)
+    # Debian's Slurm 22.05 and munge; the test starts its own daemons, so the
+    # services Debian enables are not needed (in a container they do not start).
+    packages+=(slurmctld slurmd slurm-client munge) ;;
   *)
-    echo "usage: install_deps.sh [--fuzz]" >&2
+    echo "usage: install_deps.sh [--fuzz | --with-slurm]" >&2
     exit 2 ;;
 esac
 

@@ -178,6 +178,12 @@ class ResultSet:
     def machine_identity(self):
         return machine_identity(self.manifest)
 
+    def mixed_machines(self):
+        """A set `runner merge` made of shards that ran on different machines (manifest.merged):
+        its cells' numbers come from several machines, so no difference against it is a regression."""
+        merged = self.manifest.get("merged")
+        return isinstance(merged, dict) and bool(merged.get("mixed_machines"))
+
     def machine_label(self):
         return machine_label(self.manifest)
 
