@@ -220,6 +220,12 @@ class Device {
   // rounded to the format and multiplied in fp32 (what tensor cores compute),
   // "unsupported" when this device can't run it.
   virtual std::string gemm_support(GemmCompute c) const = 0;
+  // What this device asks its GEMM library for in mode `c`: the library, its
+  // compute type and the operand types ("cublasLt CUBLAS_COMPUTE_32F_FAST_TF32,
+  // A/B/C CUDA_R_32F"), recorded in every cell (gemm_math.requested): the
+  // evidence beside which a process-wide override that turns "fp32" into TF32
+  // (NVIDIA_TF32_OVERRIDE, ONEDNN_DEFAULT_FPMATH_MODE) shows.
+  virtual std::string gemm_math(GemmCompute c) const = 0;
 
   // --- element-wise ----------------------------------------------------------
   // Float tensors; inputs and outputs have the same element count.

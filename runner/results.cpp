@@ -177,6 +177,10 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
                     {"output", dtype_name(p.output)}, {"grads", dtype_name(p.grad())},
                     {"gemm", gemm_compute_name(p.gemm)}, {"master_weights", p.master_weights},
                     {"gemm_impl", ctx.gemm_support}};
+  // The GEMM math asked for, and the variables set that can change it behind
+  // the library's back (NVIDIA_TF32_OVERRIDE=1 makes "fp32" TF32): per cell,
+  // so a cell read alone still says what its "fp32" was.
+  j["gemm_math"] = {{"requested", ctx.gemm_math}, {"overrides", ctx.environment_overrides}};
   j["flops_per_step"] = repeats.empty() ? 0.0 : repeats[0].value("flops_per_step", 0.0);
   j["repeats"] = repeats;
 

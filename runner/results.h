@@ -23,6 +23,8 @@ struct CellContext {
   const DeviceInfo* device = nullptr;
   PrecisionPolicy policy;
   std::string gemm_support;      // native | emulated for this cell's GEMM mode
+  std::string gemm_math;         // Device::gemm_math: what the GEMM library is asked for
+  nlohmann::json environment_overrides = nlohmann::json::object();  // manifest environment.overrides
   double ceiling_gflops = 0.0;   // for this cell's GEMM mode
   nlohmann::json estimated_time;  // summary.estimated_time (runner/cost_estimate.h); null: none
 };

@@ -460,6 +460,8 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         ctx.device = &info;
         ctx.policy = cfg.policy;
         ctx.gemm_support = probe->gemm_support(ctx.policy.gemm);
+        ctx.gemm_math = probe->gemm_math(ctx.policy.gemm);
+        ctx.environment_overrides = manifest["environment"].value("overrides", nlohmann::json::object());
         for (const auto& x : reps) ctx.ceiling_gflops = std::max(ctx.ceiling_gflops, x.at("ceiling_gflops").get<double>());
         ctx.estimated_time = cell_cost_json(cfg, estimate_cell_cost(cfg, cost_basis), cost_basis);
         nlohmann::json result = cell_result_json(ctx, reps);

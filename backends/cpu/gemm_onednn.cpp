@@ -127,6 +127,20 @@ std::string CpuDevice::gemm_support(GemmCompute c) const {
   }
 }
 
+std::string CpuDevice::gemm_math(GemmCompute c) const {
+  // oneDNN's default fpmath mode is strict: an f32 matmul is f32 throughout
+  // unless ONEDNN_DEFAULT_FPMATH_MODE says otherwise (an override the manifest checks).
+  switch (c) {
+    case GemmCompute::F32: return "oneDNN matmul f32, fpmath_mode strict";
+    case GemmCompute::TF32: return "operands rounded to tf32 (10 mantissa bits), oneDNN matmul f32";
+    case GemmCompute::F16: return "operands fp16 widened to f32 exactly, oneDNN matmul f32";
+    case GemmCompute::BF16:
+      return onednn_->native_bf16 ? "oneDNN matmul bf16, f32 accumulation"
+                                  : "operands bf16 widened to f32 exactly, oneDNN matmul f32";
+  }
+  return "unknown";
+}
+
 namespace {
 
 // Elements an operand of `batch` matrices of `size` elements, `stride` apart,

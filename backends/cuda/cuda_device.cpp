@@ -229,6 +229,7 @@ std::unique_ptr<DeviceTimer> CudaDevice::make_timer() { return std::make_unique<
 void CudaDevice::gemm_impl(const GemmArgs& args) { gemm_->run(args); }
 
 std::string CudaDevice::gemm_support(GemmCompute c) const { return gemm_->support(c); }
+std::string CudaDevice::gemm_math(GemmCompute c) const { return gemm_->math(c); }
 
 std::optional<size_t> CudaDevice::free_memory_bytes() const {
   // cudaMemGetInfo reports the current device: make it this one.

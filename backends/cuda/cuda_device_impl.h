@@ -64,6 +64,7 @@ class CudaDevice final : public Device {
   void synchronize() override;
   std::unique_ptr<DeviceTimer> make_timer() override;
   std::string gemm_support(GemmCompute c) const override;
+  std::string gemm_math(GemmCompute c) const override;
   std::optional<size_t> free_memory_bytes() const override;  // cudaMemGetInfo
   std::optional<size_t> reserved_peak_bytes() const override { return reserved_peak_; }  // cudaMalloc'd
 

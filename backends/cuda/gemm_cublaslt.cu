@@ -419,6 +419,15 @@ std::string CublasLtGemm::support(GemmCompute c) const {
   return impl_->dev.cc_major() >= 8 ? "native" : "unsupported";
 }
 
+std::string CublasLtGemm::math(GemmCompute c) {
+  // The compute_type() run() asks for, and the operand types of the table at the top of this file.
+  const std::string compute =
+      compute_type(c) == CUBLAS_COMPUTE_32F_FAST_TF32 ? "CUBLAS_COMPUTE_32F_FAST_TF32" : "CUBLAS_COMPUTE_32F";
+  const char* operands = c == GemmCompute::F16 ? "A/B CUDA_R_16F" : c == GemmCompute::BF16 ? "A/B CUDA_R_16BF"
+                                                                                           : "A/B CUDA_R_32F";
+  return "cublasLt " + compute + ", " + operands + ", scale CUDA_R_32F";
+}
+
 void CublasLtGemm::run(const GemmArgs& g) {
   check_limits(g);
   CudaDevice& dev = impl_->dev;

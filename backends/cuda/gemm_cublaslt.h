@@ -21,6 +21,8 @@ class CublasLtGemm {
 
   void run(const GemmArgs& args);
   std::string support(GemmCompute c) const;  // "native" | "unsupported"
+  // "cublasLt CUBLAS_COMPUTE_32F_FAST_TF32, A/B CUDA_R_32F" (Device::gemm_math).
+  static std::string math(GemmCompute c);
   size_t cached_plans() const;
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 

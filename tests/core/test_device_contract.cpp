@@ -44,6 +44,7 @@ class RecordingDevice final : public Device {
   std::string gemm_support(GemmCompute c) const override {
     return c == GemmCompute::TF32 ? "unsupported" : "native";
   }
+  std::string gemm_math(GemmCompute) const override { return "recording"; }
 
  protected:
   void upload_impl(const Tensor&, const void*) override { record("upload"); }
