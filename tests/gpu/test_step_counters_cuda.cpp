@@ -3,7 +3,8 @@
 // (each micro-batch's loss, the gradient statistics, the timer: batches are
 // uploaded asynchronously through pinned staging); and cuBLASLt's forward
 // epilogues at m == 1 and n == 1, where the heuristic may refuse them, give
-// the CPU's result through the counted fallback, with "no algorithm" cached.
+// the CPU's result through the counted fallback, with "no algorithm" cached;
+// and the asynchronous uploads behind the first part.
 // The CPU half of the first part is tests/models/test_step_counters.cpp.
 // Every test skips (with the reason) where no usable CUDA device exists.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/cpu_device.h"
 #include "backends/cuda/cuda_device.h"
@@ -78,6 +80,43 @@ TEST(CudaStepCounters, WarmedUpStepsAllocateNothingBuildNoPlanAndSyncOnlyWhereMe
             }
           }
         }
+}
+
+// Device::upload through pinned staging: it returns before the copy runs, the
+// caller's buffer is free at once (each upload sees the values it had then),
+// more uploads than staging slots are in flight, and none waits once the slots
+// have grown; a set-up upload above the staging limit waits, counted.
+TEST(CudaUploads, StagedUploadsNeitherWaitNorMixUpTheirData) {
+  if (auto reason = cuda_unavailable_reason()) GTEST_SKIP() << *reason;
+  auto dev = make_cuda_device();
+  constexpr int kUploads = 40;  // more than PinnedStaging::kSlots
+  constexpr int64_t kN = 4096;
+  DeviceBuffer d = dev->alloc(Shape{kUploads, kN}, DType::I32, MemCategory::Activations);
+  std::vector<int32_t> host(kN);
+  auto fill = [&](int u) {
+    for (int64_t i = 0; i < kN; ++i) host[static_cast<size_t>(i)] = static_cast<int32_t>(u * 100000 + i);
+  };
+  fill(0);
+  dev->upload(d.tensor().row_slice(0, 1), host.data());  // grows the slots
+  const int64_t syncs = dev->counters().host_syncs, pinned = dev->counters().pinned_allocs;
+  for (int u = 1; u < kUploads; ++u) {
+    fill(u);  // overwritten right after the previous upload returned
+    dev->upload(Tensor(static_cast<int32_t*>(d.tensor().data) + u * kN, DType::I32, Shape{1, kN}), host.data());
+  }
+  EXPECT_EQ(dev->counters().host_syncs, syncs) << "a staged upload waited for the device";
+  EXPECT_EQ(dev->counters().pinned_allocs, pinned);
+  std::vector<int32_t> back(static_cast<size_t>(kUploads * kN));
+  dev->download(back.data(), d);
+  for (int u = 0; u < kUploads; ++u)
+    for (int64_t i = 0; i < kN; i += 511)
+      ASSERT_EQ(back[static_cast<size_t>(u * kN + i)], u * 100000 + i) << "upload " << u << ", element " << i;
+
+  // Above the staging limit (16 MiB): copied from the caller's memory, waited for.
+  DeviceBuffer big = dev->alloc(Shape{int64_t{5} << 20}, DType::F32, MemCategory::Params);
+  std::vector<float> ones(static_cast<size_t>(big.tensor().numel()), 1.0f);
+  const int64_t before_big = dev->counters().host_syncs;
+  dev->upload(big, ones.data());
+  EXPECT_EQ(dev->counters().host_syncs, before_big + 1);
 }
 
 // C[m,n] = A[m,k] B[k,n] (+ bias, activation) at m == 1 and n == 1 with every
