@@ -1,6 +1,7 @@
 #include "backends/cuda/pinned_staging.h"
 
 #include <cstring>
+#include <stdexcept>
 
 #include "backends/cuda/cuda_check.h"
 
