@@ -267,8 +267,8 @@ MemoryEstimate estimate_trainer_memory(const CellConfig& cfg, double param_count
   e[MemCategory::Optimizer] = param_count * 4 * (cfg.optimizer.kind == OptimizerKind::AdamW ? 2 : 1);
   e[MemCategory::Activations] = micro * labels_per_sample * 4;
   // Per step: five doubles, two ints and three int64 counters in the record
-  // (twice: vectors grow by doubling), and seven values in each repeat's JSON.
-  e.host = double(cfg.steps) * (2 * (5 * 8 + 2 * 4 + 3 * 8) + 7 * 16.0 * cfg.repeats);
+  // (twice: vectors grow by doubling), and ten values in each repeat's JSON.
+  e.host = double(cfg.steps) * (2 * (5 * 8 + 2 * 4 + 3 * 8) + 10 * 16.0 * cfg.repeats);
   return e;
 }
 
