@@ -10,7 +10,8 @@
 // - GradMode::Overwrite writes a gradient, GradMode::Accumulate adds to it
 //   (gradient accumulation across micro-batches).
 // - Ops are asynchronous on asynchronous backends; functions returning host
-//   values (sums, counts) synchronise.
+//   values (sums, counts) synchronise, and count one host sync each
+//   (counters()).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/device_counters.h"
 #include "core/memory_tracker.h"
 #include "core/tensor.h"
 
@@ -182,6 +184,14 @@ class Device {
   // --- memory -------------------------------------------------------------
   DeviceBuffer alloc(Shape shape, DType dtype, MemCategory category);
   MemoryTracker& memory() { return tracker_; }
+  // Host waits, plan creations and epilogue fallbacks so far (core/device_counters.h).
+  const DeviceCounters& counters() const { return counters_; }
+  // For the backends (and their timers and GEMM libraries) to report what
+  // they did; the public ops that return host values count their own wait.
+  void note_host_sync() { ++counters_.host_syncs; }
+  void note_plan_created() { ++counters_.plans_created; }
+  void note_pinned_alloc() { ++counters_.pinned_allocs; }
+  void note_gemm_fallback(const std::string& epilogue) { ++counters_.gemm_fallbacks[epilogue]; }
   // Bytes that can still be allocated now (CPU: the host's MemAvailable; CUDA:
   // cudaMemGetInfo's free memory), for refusing a cell whose memory estimate
   // does not fit before it runs. nullopt: this device can't say.
@@ -193,6 +203,8 @@ class Device {
   // that figure.
   virtual std::optional<size_t> reserved_peak_bytes() const { return std::nullopt; }
   // dst.bytes() bytes; host pointers must not be null when there are bytes.
+  // upload may return before the copy has run (CUDA stages batches in pinned
+  // memory); host_src may be reused as soon as it returns either way.
   void upload(const Tensor& dst, const void* host_src);
   void download(void* host_dst, const Tensor& src);
   void copy(const Tensor& dst, const Tensor& src);  // same dtype and numel
@@ -414,6 +426,7 @@ class Device {
 
  private:
   MemoryTracker tracker_;
+  DeviceCounters counters_;
 };
 
 // Thrown when a device can't be created or an op fails (with the reason).

@@ -287,6 +287,7 @@ void Device::upload(const Tensor& dst, const void* host_src) {
 void Device::download(void* host_dst, const Tensor& src) {
   if (src.bytes() > 0 && host_dst == nullptr) fail("download", "host_dst is null");
   need_data("download", "src", src);
+  note_host_sync();
   download_impl(host_dst, src);
 }
 
@@ -361,6 +362,7 @@ double Device::softmax_xent_forward(const Tensor& probs, const Tensor& logits, c
   need_dtype(op, "probs", probs, DType::F32);
   if (probs.data == logits.data && logits.dtype != DType::F32)
     fail(op, "probs may overwrite the logits only when they are fp32, got " + describe(logits));
+  note_host_sync();
   return softmax_xent_forward_impl(probs, logits, labels);
 }
 
@@ -379,6 +381,7 @@ double Device::softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, c
   if (dlogits.data == logits.data && dlogits.dtype != logits.dtype)
     fail(op, "dlogits overwriting the logits must have their dtype, got dlogits " + describe(dlogits) +
                  ", logits " + describe(logits));
+  note_host_sync();
   return softmax_xent_fused_impl(dlogits, logits, labels, grad_scale);
 }
 
@@ -387,18 +390,21 @@ int64_t Device::count_correct(const Tensor& logits, const Tensor& labels) {
   need_float(op, "logits", logits);
   need_dtype(op, "labels", labels, DType::I32);
   need_numel(op, "labels", labels, logits.rows(), "[rows] of logits");
+  note_host_sync();
   return count_correct_impl(logits, labels);
 }
 
 // ---- reductions ----------------------------------------------------------------------------
 TensorStats Device::stats(const Tensor& t) {
   need_float("stats", "t", t);
+  note_host_sync();
   return stats_impl(t);
 }
 
 ExponentHistogram Device::exponent_histogram(const Tensor& t, int lo, int nbins) {
   if (nbins < 1) fail("exponent_histogram", "nbins must be >= 1, got " + num(int64_t{nbins}));
   need_float("exponent_histogram", "t", t);
+  note_host_sync();
   return exponent_histogram_impl(t, lo, nbins);
 }
 

@@ -21,6 +21,7 @@ void MemoryTracker::on_alloc(MemCategory c, size_t bytes) {
   auto i = static_cast<size_t>(c);
   s_.current[i] += bytes;
   s_.current_total += bytes;
+  ++s_.allocations;
   s_.peak[i] = std::max(s_.peak[i], s_.current[i]);
   s_.peak_total = std::max(s_.peak_total, s_.current_total);
 }

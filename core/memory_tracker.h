@@ -19,6 +19,7 @@ struct MemorySnapshot {
   std::array<size_t, kMemCategoryCount> peak{};  // per-category peaks (need not coincide in time)
   size_t current_total = 0;
   size_t peak_total = 0;  // peak of the sum, not the sum of peaks
+  int64_t allocations = 0;  // on_alloc calls so far (a timed step must make none)
 };
 
 class MemoryTracker {

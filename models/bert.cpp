@@ -136,9 +136,10 @@ class Bert final : public StoredParamsModel {
         eps_(layernorm_eps(policy.compute, cfg.ln_eps)), mask_value_(attention_mask_value(policy.compute)),
         scale_(1.0f / std::sqrt(float(D_))), P_(store_, cfg),
         acts_(dev, cfg, policy, micro, seg_, attn_fused_),
-        // Fusion fuses the forward epilogues; the GELU backward stays a GEMM
-        // followed by activation_backward in both modes.
-        lin_(dev, policy.gemm, LinearFusion{cfg.fused, false}) {
+        // Fusion fuses the forward epilogues and, as in the MLP, the FFN's
+        // GELU backward into its input-gradient GEMM (DGelu, or DGeluBGrad
+        // writing the first FFN layer's bias gradient too).
+        lin_(dev, policy.gemm, LinearFusion{cfg.fused, cfg.fused}) {
     P_.init(seed);
   }
 
@@ -443,14 +444,15 @@ class Bert final : public StoredParamsModel {
       dff = drop(dproj, G, l, kSiteFfnOut);  // G = dy = d r2
     }
     lin_.weight_grad(P.f2_w, P.f2_b, dff, f1, mode);
-    lin_.input_grad(dF, dff, P.f2_w, Activation::Gelu, nf(A.f1pre, b), ParamRef{}, mode);
+    const bool f1_bias_done = lin_.input_grad(dF, dff, P.f2_w, Activation::Gelu, nf(A.f1pre, b), P.f1_b, mode);
+    const ParamRef& f1_b = f1_bias_done ? ParamRef{} : P.f1_b;  // DGeluBGrad wrote it
     probe(ProbeKind::ActivationGrad, dF);
     if (!pre_ln_) {
-      lin_.backward(S, P.f1_w, P.f1_b, dF, h1, mode, GradMode::Accumulate);  // S = d h1 = d r2 + FFN path
+      lin_.backward(S, P.f1_w, f1_b, dF, h1, mode, GradMode::Accumulate);  // S = d h1 = d r2 + FFN path
       dev_.layernorm_backward(G, P.ln1_g.g, P.ln1_b.g, S, r1, rows(A.mean1, b), rows(A.rstd1, b), P.ln1_g.p,
                               GradMode::Overwrite, mode);  // G = d r1
     } else {
-      lin_.backward(S, P.f1_w, P.f1_b, dF, h1, mode);  // S = d LN2(r1)
+      lin_.backward(S, P.f1_w, f1_b, dF, h1, mode);  // S = d LN2(r1)
       dev_.layernorm_backward(G, P.ln2_g.g, P.ln2_b.g, S, r1, rows(A.mean2, b), rows(A.rstd2, b), P.ln2_g.p,
                               GradMode::Accumulate, mode);  // G = d r1 = dy + LN2 path
     }

@@ -15,11 +15,20 @@ GemmArgs LinearOps::times_weight(const Tensor& c, const Tensor& a, const ParamRe
   return g;
 }
 
+namespace {
+// The bias a fused epilogue reads: the compute copy when it has the output's
+// dtype (the GEMM library adds a bias of D's type, so the fp32 master would
+// cost a cast per GEMM on the GPU; the copy is that same rounding, kept
+// current by the optimizer), otherwise the parameter (an fp32 output keeps
+// the unrounded bias).
+const Tensor& epilogue_bias(const ParamRef& b, const Tensor& out) { return b.c.dtype == out.dtype ? b.c : b.p; }
+}  // namespace
+
 void LinearOps::forward(const Tensor& out, const Tensor& in, const ParamRef& w, const ParamRef& b) const {
   GemmArgs g = times_weight(out, in, w, /*transpose_w=*/true);
   if (fusion_.forward) {
     g.epilogue = Epilogue::Bias;
-    g.bias = b.p;
+    g.bias = epilogue_bias(b, out);
     dev_->gemm(g);
     return;
   }
@@ -33,7 +42,7 @@ void LinearOps::forward(const Tensor& out, const Tensor& pre, const Tensor& in, 
     GemmArgs g = times_weight(out, in, w, /*transpose_w=*/true);
     g.pre_act = pre;
     g.epilogue = act == Activation::Gelu ? Epilogue::BiasGelu : Epilogue::BiasRelu;
-    g.bias = b.p;
+    g.bias = epilogue_bias(b, out);
     dev_->gemm(g);
     return;
   }

@@ -1,8 +1,10 @@
 // Linear layers as Device calls, forward and backward, for every model (the
 // role of llm.c's llmc/matmul.cuh). Weights are [out, in] as in PyTorch and
 // come as ParamRefs (models/param_store.h): the GEMMs read w.c (the compute
-// copy), biases are read as b.p and their gradients written to b.g, weight
-// gradients to w.g. Shapes: M rows (batch or tokens), k = in, n = out.
+// copy), biases are read as b.p (fused epilogues: b.c when it has the
+// output's dtype, the rounding the GPU's epilogue would make anyway) and
+// their gradients written to b.g, weight gradients to w.g. Shapes: M rows
+// (batch or tokens), k = in, n = out.
 //
 // Fusion picks between two call sequences, both kept on purpose (they are
 // what a benchmark cell compares):

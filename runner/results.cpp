@@ -8,6 +8,7 @@
 #include "runner/memory_triple.h"
 #include "runner/stats.h"
 #include "runner/steady_state.h"
+#include "runner/step_counters.h"
 #include "runner/utilization.h"
 #include "train/cell_limits.h"
 
@@ -147,6 +148,7 @@ nlohmann::json repeat_result_json(int r, uint64_t seed, const RunRecord& rec, co
   j["flops_per_step"] = rec.flops_per_step;
   j["recompute_flops_per_step"] = rec.recompute_flops_per_step;
   if (cfg.numerics_every > 0) j["numerics"] = numerics_json(rec, cfg.numerics_every, cfg.warmup_steps);
+  add_step_counters(j, rec, cfg.warmup_steps);  // runner/step_counters.h
   return j;
 }
 
@@ -260,6 +262,7 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   nlohmann::json from = nlohmann::json::array();
   for (const auto& rep : repeats) from.push_back(rep.value("measured_from_step", cfg.warmup_steps));
   s["measured_from_step"] = from;  // per repeat: where its measured window began
+  add_step_counter_summary(s, repeats);
   j["summary"] = s;
   return j;
 }

@@ -27,6 +27,39 @@ void speedup_columns(const nlohmann::json& s, std::string& speed, std::string& i
   else if (verdict == "no measurable difference") note = "(no measurable difference)";
 }
 
+// Below the table: the host syncs per step (the same in every cell of a
+// model, so one line unless they differ), and a warning for every cell whose
+// timed steps allocated or built GEMM plans, or whose GEMMs fell back from
+// a fused epilogue. Files from before the counters have none: nothing said.
+void print_step_counters(const std::vector<nlohmann::json>& cells) {
+  int64_t lo = -1, hi = -1;
+  for (const auto& c : cells) {
+    const nlohmann::json& v = c.at("summary").value("host_syncs_per_step", nlohmann::json());
+    if (!v.is_number()) continue;
+    const int64_t n = v.get<int64_t>();
+    lo = lo < 0 ? n : std::min(lo, n);
+    hi = std::max(hi, n);
+  }
+  if (lo >= 0) {
+    if (lo == hi) std::printf("host syncs per timed step: %lld\n", static_cast<long long>(lo));
+    else std::printf("host syncs per timed step: %lld to %lld\n", static_cast<long long>(lo), static_cast<long long>(hi));
+  }
+  for (const auto& c : cells) {
+    const nlohmann::json& s = c.at("summary");
+    const std::string id = c.at("cell_id").get<std::string>();
+    const nlohmann::json& a = s.value("allocs_in_timed_steps", nlohmann::json());
+    const nlohmann::json& p = s.value("plans_created_in_timed_steps", nlohmann::json());
+    if ((a.is_number() && a.get<int64_t>() > 0) || (p.is_number() && p.get<int64_t>() > 0))
+      std::printf("warning: %s: %lld allocation(s) and %lld GEMM plan creation(s) inside timed steps after warm-up\n",
+                  id.c_str(), static_cast<long long>(a.is_number() ? a.get<int64_t>() : 0),
+                  static_cast<long long>(p.is_number() ? p.get<int64_t>() : 0));
+    std::string fb;
+    for (const auto& [name, n] : s.value("gemm_fallbacks", nlohmann::json::object()).items())
+      fb += (fb.empty() ? "" : ", ") + name + " " + std::to_string(n.get<int64_t>());
+    if (!fb.empty()) std::printf("note: %s: fused GEMM epilogues the library refused, run unfused: %s\n", id.c_str(), fb.c_str());
+  }
+}
+
 }  // namespace
 
 std::string format_eta(double seconds) {
@@ -89,6 +122,7 @@ void print_table(const std::vector<nlohmann::json>& cells) {
                 note.empty() ? "" : "  ", note.c_str());
   }
   for (const std::string& n : noisy) std::printf("noisy: %s\n", n.c_str());
+  print_step_counters(cells);
   for (const auto& c : cells) {
     const nlohmann::json& u = c.at("summary").value("utilization", nlohmann::json());
     if (u.is_object() && u.value("warning", nlohmann::json()).is_string())

@@ -99,6 +99,8 @@ void Trainer::step(int step) {
   const double label_count = double(std::max<int64_t>(1, batch.label_count()));
   const int64_t per = data_.labels_per_sample();
 
+  const DeviceCounters before = dev_.counters();
+  const int64_t allocs_before = dev_.memory().snapshot().allocations + before.pinned_allocs;
   timer_->start();
   double loss_sum = 0.0;
   for (int mb = 0; mb < cfg_.accumulation; ++mb) {
@@ -162,6 +164,9 @@ void Trainer::step(int step) {
   timer_->stop();
 
   const double ms = timer_->elapsed_ms();
+  rec_.host_syncs.push_back(dev_.counters().host_syncs - before.host_syncs);
+  rec_.allocs.push_back(dev_.memory().snapshot().allocations + dev_.counters().pinned_allocs - allocs_before);
+  rec_.plans_created.push_back(dev_.counters().plans_created - before.plans_created);
   wall_ += ms / 1000.0;
   rec_.step_ms.push_back(ms);
   rec_.wall_s.push_back(wall_);
@@ -173,16 +178,20 @@ void Trainer::step(int step) {
   if (probe_step) rec_.numerics.push_back(sample);
 }
 
+// Eval samples [offset, offset + n), n <= the micro-batch.
+EvalSums Trainer::eval_chunk(int64_t offset, int64_t n) {
+  HostBatch b = data_.eval_batch(offset, n);
+  prepare_inputs(b);
+  upload_inputs(b, 0, n);
+  return model_.eval_micro(model_.input().row_slice(0, n), y_.tensor().flat_slice(0, n * data_.labels_per_sample()));
+}
+
 EvalPoint Trainer::evaluate(int step) {
   EvalSums total;
   const int64_t chunk = model_.micro_batch();
   const int64_t n_eval = cfg_.data.eval_samples;
   for (int64_t off = 0; off < n_eval; off += chunk) {
-    const int64_t n = std::min(chunk, n_eval - off);
-    HostBatch b = data_.eval_batch(off, n);
-    prepare_inputs(b);
-    upload_inputs(b, 0, n);
-    EvalSums s = model_.eval_micro(model_.input().row_slice(0, n), y_.tensor().flat_slice(0, n * data_.labels_per_sample()));
+    EvalSums s = eval_chunk(off, std::min(chunk, n_eval - off));
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
     total.count += s.count;
@@ -191,17 +200,37 @@ EvalPoint Trainer::evaluate(int step) {
 }
 
 void Trainer::warm_up() {
-  // One forward/backward on the first batch with a zero gradient scale:
-  // library set-up (oneDNN primitives, cuBLASLt plans, first-touch page
-  // faults) happens here instead of inside step 1's timing and wall clock.
-  // No optimizer step runs, and step 1 overwrites the gradients.
+  // Every path a later step takes, once, untimed and with a zero gradient
+  // scale: library set-up (oneDNN primitives, cuBLASLt plans, first-touch
+  // page faults) and grow-only scratch (the probes' histograms, the
+  // accumulating micro-batches' GEMMs, the evaluation's batch sizes) happen
+  // here instead of inside a timed step, which must then allocate nothing and
+  // create no plan (tests/models/test_step_counters.cpp). No optimizer step
+  // runs (it allocates nothing on either backend), the skip path is the
+  // optimizer not running, and step 1 overwrites the gradients.
   HostBatch batch = data_.train_batch(1, cfg_.batch_size);
   const int64_t micro = model_.micro_batch();
+  const int64_t per = data_.labels_per_sample();
   prepare_inputs(batch);
-  upload_inputs(batch, 0, micro);
-  model_.train_micro(model_.input().row_slice(0, micro), y_.tensor().flat_slice(0, micro * data_.labels_per_sample()),
-                     0.0f, GradMode::Overwrite);
+  NumericsSample sample;
+  const bool probes = cfg_.numerics_every > 0;
+  for (int mb = 0; mb < cfg_.accumulation; ++mb) {
+    upload_inputs(batch, mb * micro, micro);
+    if (probes && mb == cfg_.accumulation - 1) {
+      sample_ = &sample;
+      model_.set_probe([this](ProbeKind k, const Tensor& t) { probe(k, t); });
+    }
+    model_.train_micro(model_.input().row_slice(0, micro), y_.tensor().flat_slice(0, micro * per), 0.0f,
+                       mb == 0 ? GradMode::Overwrite : GradMode::Accumulate);
+    model_.set_probe({});
+    sample_ = nullptr;
+  }
+  if (probes) add_stats(dev_, model_.grads(), sample.weight_grads, true);
   dev_.stats(model_.grads());
+  // The evaluation's two batch sizes: full micro-batches and the remainder.
+  const int64_t n_eval = cfg_.data.eval_samples;
+  if (n_eval > 0) eval_chunk(0, std::min(micro, n_eval));
+  if (n_eval > micro && n_eval % micro != 0) eval_chunk(n_eval - n_eval % micro, n_eval % micro);
   dev_.synchronize();
 }
 
@@ -217,6 +246,7 @@ RunRecord train(Device& dev, Model& model, const Dataset& data, const CellConfig
   }
   t.record().evals.push_back(t.evaluate(cfg.steps));
   t.record().memory = dev.memory().snapshot();
+  t.record().gemm_fallbacks = dev.counters().gemm_fallbacks;
   return t.record();
 }
 
@@ -236,9 +266,9 @@ MemoryEstimate estimate_trainer_memory(const CellConfig& cfg, double param_count
   MemoryEstimate e;
   e[MemCategory::Optimizer] = param_count * 4 * (cfg.optimizer.kind == OptimizerKind::AdamW ? 2 : 1);
   e[MemCategory::Activations] = micro * labels_per_sample * 4;
-  // Per step: five doubles and two ints in the record (twice: vectors grow by
-  // doubling), and seven values in each repeat's JSON.
-  e.host = double(cfg.steps) * (2 * (5 * 8 + 2 * 4) + 7 * 16.0 * cfg.repeats);
+  // Per step: five doubles, two ints and three int64 counters in the record
+  // (twice: vectors grow by doubling), and ten values in each repeat's JSON.
+  e.host = double(cfg.steps) * (2 * (5 * 8 + 2 * 4 + 3 * 8) + 10 * 16.0 * cfg.repeats);
   return e;
 }
 

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -45,6 +47,13 @@ struct RunRecord {
   std::vector<EvalPoint> evals;
   std::vector<NumericsSample> numerics;
   MemorySnapshot memory;  // peaks over the whole run
+  // Per step, what the device counted from just before the step's timer
+  // started to the timer's read (core/device_counters.h): host waits,
+  // allocations (device memory through the tracker, and pinned host
+  // buffers), GEMM plans created. After warm-up the last two must be 0.
+  std::vector<int64_t> host_syncs, allocs, plans_created;
+  // GEMM epilogue fallbacks over the whole run (warm-up and eval included), by epilogue.
+  std::map<std::string, int64_t> gemm_fallbacks;
   double flops_per_step = 0.0;            // model FLOPs (MFU)
   double recompute_flops_per_step = 0.0;  // checkpointing's second forward (HFU adds it)
 };
@@ -63,7 +72,8 @@ class Trainer {
  public:
   Trainer(Device& dev, Model& model, const Dataset& data, const CellConfig& cfg, const TrainOptions& opt = {});
   ~Trainer();
-  // An untimed forward/backward that leaves no trace (see trainer.cpp).
+  // An untimed forward/backward over every micro-batch, with the probes and
+  // the evaluation's batch sizes, that leaves no trace (see trainer.cpp).
   void warm_up();
   // Runs optimizer step `step` (1-based) and appends it to the record.
   void step(int step);
@@ -77,6 +87,7 @@ class Trainer {
   void prepare_inputs(const HostBatch& b);
   void upload_inputs(const HostBatch& b, int64_t first, int64_t rows);
   void probe(ProbeKind kind, const Tensor& t);
+  EvalSums eval_chunk(int64_t offset, int64_t n);
 
   Device& dev_;
   Model& model_;

@@ -32,14 +32,20 @@ std::string cpu_model_name() {
 }
 
 // CPU work is synchronous, so a steady clock read after the op returns is the
-// device time.
+// device time. Reading it counts as a host sync, as the CUDA timer's does, so
+// both backends count a step the same way.
 class CpuTimer final : public DeviceTimer {
  public:
+  explicit CpuTimer(Device& dev) : dev_(dev) {}
   void start() override { t0_ = std::chrono::steady_clock::now(); }
   void stop() override { t1_ = std::chrono::steady_clock::now(); }
-  double elapsed_ms() override { return std::chrono::duration<double, std::milli>(t1_ - t0_).count(); }
+  double elapsed_ms() override {
+    dev_.note_host_sync();
+    return std::chrono::duration<double, std::milli>(t1_ - t0_).count();
+  }
 
  private:
+  Device& dev_;
   std::chrono::steady_clock::time_point t0_, t1_;
 };
 
@@ -54,7 +60,7 @@ CpuDevice::CpuDevice() : onednn_(make_onednn_matmul()) {
                                             std::to_string(v->patch));
 }
 
-std::unique_ptr<DeviceTimer> CpuDevice::make_timer() { return std::make_unique<CpuTimer>(); }
+std::unique_ptr<DeviceTimer> CpuDevice::make_timer() { return std::make_unique<CpuTimer>(*this); }
 
 void CpuDevice::upload_impl(const Tensor& dst, const void* src) { std::memcpy(dst.data, src, dst.bytes()); }
 

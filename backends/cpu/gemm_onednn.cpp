@@ -228,7 +228,9 @@ void CpuDevice::gemm_impl(const GemmArgs& g) {
   MatmulKey key{g.m, g.n, g.k, g.trans_a, g.trans_b, op_type, op_type, to_dnnl(mm_dst.dtype),
                 g.epilogue != Epilogue::None, (act && !split_act) ? static_cast<int>(act_kind) : -1, g.alpha, g.beta,
                 g.batch, batched ? g.stride_a : 0, batched ? g.stride_b : 0, batched ? g.stride_c : 0};
+  const size_t primitives = onednn_->cache.size();
   onednn_->execute(key, a, b, mm_dst.data, bias);
+  if (onednn_->cache.size() != primitives) note_plan_created();  // a cache miss built a primitive
 
   if (!dst_ok) cast_batch(dst, mm_dst, g.batch, g.stride_c, g.m * g.n);
   if (split_act) activation_forward_impl(act_kind, g.c, g.pre_act);

@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
 #include "backends/cuda/gemm_cublaslt.h"
+#include "backends/cuda/pinned_staging.h"
 
 namespace mpb {
 
@@ -50,10 +51,11 @@ std::optional<std::string> unavailable(int ordinal) {
   }
 }
 
-// CUDA events on the device's stream.
+// CUDA events on the device's stream. Reading one waits for the stop event:
+// a host sync, counted on the device.
 class CudaTimer final : public DeviceTimer {
  public:
-  explicit CudaTimer(cudaStream_t stream) : stream_(stream) {
+  CudaTimer(Device& dev, cudaStream_t stream) : dev_(dev), stream_(stream) {
     MPB_CUDA_CHECK(cudaEventCreate(&start_));
     const cudaError_t err = cudaEventCreate(&stop_);
     if (err != cudaSuccess) {
@@ -80,6 +82,7 @@ class CudaTimer final : public DeviceTimer {
   }
   double elapsed_ms() override {
     if (!stopped_) throw DeviceError("cuda timer: elapsed_ms() called before start() and stop()");
+    dev_.note_host_sync();
     MPB_CUDA_CHECK(cudaEventSynchronize(stop_));
     float ms = 0.0f;
     MPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
@@ -87,6 +90,7 @@ class CudaTimer final : public DeviceTimer {
   }
 
  private:
+  Device& dev_;
   cudaStream_t stream_;
   cudaEvent_t start_ = nullptr;
   cudaEvent_t stop_ = nullptr;
@@ -180,10 +184,12 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     }
 #endif
 
+    staging_ = std::make_unique<PinnedStaging>(*this, stream_);
     gemm_ = std::make_unique<CublasLtGemm>(*this);  // last: it allocates through this device
   } catch (...) {
     // The destructor does not run for a half-constructed object.
     gemm_.reset();
+    staging_.reset();
     if (flags_host_) MPB_CUDA_REPORT(cudaFreeHost(flags_host_));
     if (stream_) MPB_CUDA_REPORT(cudaStreamDestroy(stream_));
     flags_host_ = nullptr;
@@ -195,6 +201,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
 CudaDevice::~CudaDevice() {
   MPB_CUDA_REPORT(cudaStreamSynchronize(stream_));
   gemm_.reset();  // frees the cuBLASLt workspace through raw_free
+  staging_.reset();
   for (DeviceBuffer& b : scratch_) b.release();
   MPB_CUDA_REPORT(cudaFreeHost(flags_host_));
   MPB_CUDA_REPORT(cudaStreamDestroy(stream_));
@@ -205,9 +212,15 @@ CudaDevice::~CudaDevice() {
 void CudaDevice::upload_impl(const Tensor& dst, const void* host_src) {
   const size_t bytes = dst.bytes();
   if (bytes == 0) return;
+  // Batches: through pinned staging, asynchronous (no host sync in a step).
+  if (bytes <= PinnedStaging::kMaxStagedBytes) {
+    staging_->upload(dst.data, host_src, bytes);
+    return;
+  }
+  // Set-up (weights, the ceiling's matrices): from the caller's memory, which
+  // it may reuse as soon as we return, so wait.
   MPB_CUDA_CHECK(cudaMemcpyAsync(dst.data, host_src, bytes, cudaMemcpyHostToDevice, stream_));
-  // The caller may reuse host_src as soon as we return (it may be pinned, in
-  // which case the copy above is truly asynchronous).
+  note_host_sync();
   sync_and_check("upload");
 }
 
@@ -222,9 +235,12 @@ void CudaDevice::copy_impl(const Tensor& dst, const Tensor& src) {
   MPB_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, dst.bytes(), cudaMemcpyDeviceToDevice, stream_));
 }
 
-void CudaDevice::synchronize() { sync_and_check("synchronize"); }
+void CudaDevice::synchronize() {
+  note_host_sync();
+  sync_and_check("synchronize");
+}
 
-std::unique_ptr<DeviceTimer> CudaDevice::make_timer() { return std::make_unique<CudaTimer>(stream_); }
+std::unique_ptr<DeviceTimer> CudaDevice::make_timer() { return std::make_unique<CudaTimer>(*this, stream_); }
 
 void CudaDevice::gemm_impl(const GemmArgs& args) { gemm_->run(args); }
 
@@ -246,6 +262,7 @@ void* CudaDevice::scratch(ScratchSlot slot, size_t bytes) {
   if (buf.bytes() < bytes) {
     if (!buf.empty()) {
       // Earlier kernels on the stream may still use the old buffer.
+      note_host_sync();
       MPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
       buf.release();
     }

@@ -22,7 +22,8 @@
 
 namespace mpb::cuda {
 
-class CublasLtGemm;  // backends/cuda/gemm_cublaslt.h
+class CublasLtGemm;   // backends/cuda/gemm_cublaslt.h
+class PinnedStaging;  // backends/cuda/pinned_staging.h
 
 // Grow-only device scratch buffers (tracked as Workspace), one per purpose so
 // the users of one slot never overwrite another's live data. Reuse of a slot
@@ -75,7 +76,9 @@ class CudaDevice final : public Device {
   int cc_major() const { return cc_major_; }
   int cc_minor() const { return cc_minor_; }
   // Device memory of at least `bytes` for `slot`, valid until the next call
-  // for the same slot (growing it synchronises the stream first).
+  // for the same slot (growing it synchronises the stream first: a host
+  // sync, and an allocation, that the trainer's warm-up makes happen before
+  // the timed steps).
   void* scratch(ScratchSlot slot, size_t bytes);
   // Device-visible pointer to the kFlagCount error flags.
   int* device_flags() const { return flags_dev_; }
@@ -116,6 +119,7 @@ class CudaDevice final : public Device {
   std::unordered_map<void*, size_t> reserved_sizes_;
   std::array<DeviceBuffer, kScratchCount> scratch_;
   std::unique_ptr<CublasLtGemm> gemm_;
+  std::unique_ptr<PinnedStaging> staging_;  // Device::upload's pinned buffers
 };
 
 }  // namespace mpb::cuda

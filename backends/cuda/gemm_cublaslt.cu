@@ -97,8 +97,17 @@
 // type, aux ld, and the alignment of every pointer: cuBLASLt assumes 256-byte
 // alignment unless told otherwise through MIN_ALIGNMENT_*, and
 // AlgoGetHeuristic reads the bias/aux pointer values to learn theirs) and
-// cached. Per call only the bias/aux pointers are set on the cached
-// descriptor. The 32 MiB workspace is allocated once (MemCategory::Workspace).
+// cached, each creation counted on the device (Device::counters). A key the
+// heuristic refuses (NOT_SUPPORTED, INVALID_VALUE, or no result) is cached
+// as "no algorithm". Per call only the bias/aux pointers are set on the
+// cached descriptor.
+//
+// Forward epilogue fallback. When the heuristic refuses BIAS, RELU_BIAS,
+// GELU_BIAS or GELU_AUX_BIAS (m == 1 or n == 1 are known cases), the GEMM
+// runs without epilogue and the add_bias / activation / cast kernels do the
+// rest (Impl::forward_fallback); each such call is counted by epilogue name
+// (DeviceCounters::gemm_fallbacks, the cell JSON's gemm_fallbacks). The
+// backward DGELU/DGELU_BGRAD refusals below are counted the same way. The 32 MiB workspace is allocated once (MemCategory::Workspace).
 #include "backends/cuda/gemm_cublaslt.h"
 
 #include <cublasLt.h>
@@ -211,6 +220,11 @@ struct Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;  // cuBLASLt's A (our B), B (our A), C = D
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
+  // false: cuBLASLt has no algorithm for this key ("no algorithm" is cached
+  // like a plan, so a refused shape costs one heuristic call, not one per
+  // GEMM); `refusal` says what it answered.
+  bool has_algo = false;
+  std::string refusal;
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -325,14 +339,16 @@ struct CublasLtGemm::Impl {
     if (handle) MPB_CUBLAS_REPORT(cublasLtDestroy(handle));
   }
 
-  // allow_missing: return nullptr (instead of throwing) when the heuristic
-  // finds no algorithm; the caller then runs its explicit fallback. Only the
-  // "no algorithm" outcome is tolerated: every other failure still throws.
-  Plan* plan(const Problem& p, bool allow_missing = false) {
+  // The plan for p's key: found in the cache, or built (descriptors, layouts,
+  // the heuristic) and cached, counted as a plan creation on the device
+  // (cell JSON plans_created_in_timed_steps). A key the heuristic refuses is
+  // cached with has_algo false: "no algorithm" is an answer, not an error.
+  Plan* plan(const Problem& p) {
     const PlanKey key = p.key();
     auto it = plans.find(key);
     if (it != plans.end()) return it->second.get();
 
+    dev.note_plan_created();
     auto plan = std::make_unique<Plan>();
     MPB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute_type(p.compute), CUDA_R_32F));
     const cublasOperation_t op_a = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
@@ -372,11 +388,17 @@ struct CublasLtGemm::Impl {
     int found = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, plan->op, plan->a, plan->b, plan->d, plan->d,
                                                              pref.p, 1, &result, &found);
-    if (allow_missing && (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found <= 0)))
-      return nullptr;
-    if (st != CUBLAS_STATUS_SUCCESS || found <= 0)
-      throw DeviceError("gemm: cuBLASLt has no algorithm for " + p.describe() + " (cublasLtMatmulAlgoGetHeuristic: " +
-                        cublasLtGetStatusString(st) + ", " + std::to_string(found) + " results)");
+    // NOT_SUPPORTED and INVALID_VALUE are how the heuristic refuses an
+    // epilogue at some shapes (PyTorch's cuBLASLt path avoids bias
+    // epilogues for m == 1 or n == 1 because of INVALID_VALUE): no
+    // algorithm. Any other failure is an error.
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
+        (st == CUBLAS_STATUS_SUCCESS && found <= 0)) {
+      plan->refusal = "gemm: cuBLASLt has no algorithm for " + p.describe() + " (cublasLtMatmulAlgoGetHeuristic: " +
+                      cublasLtGetStatusString(st) + ", " + std::to_string(found) + " results)";
+      return plans.emplace(key, std::move(plan)).first->second.get();
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) throw_cublas_error(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
     if (result.state != CUBLAS_STATUS_SUCCESS)
       throw DeviceError("gemm: cuBLASLt heuristic result not usable for " + p.describe() + ": " +
                         cublasLtGetStatusString(result.state));
@@ -385,20 +407,26 @@ struct CublasLtGemm::Impl {
                         " bytes of workspace for " + p.describe());
     plan->algo = result.algo;
     plan->workspace = result.workspaceSize;
+    plan->has_algo = true;
     return plans.emplace(key, std::move(plan)).first->second.get();
   }
 
   // Runs p; false (nothing launched) only when allow_missing and cuBLASLt has
-  // no algorithm for it.
+  // no algorithm for it: the caller runs its explicit fallback and counts it.
+  // A plain GEMM (no epilogue) has no fallback: its refusal throws.
   bool matmul(const Problem& p, bool allow_missing = false) {
-    Plan* pl = plan(p, allow_missing);
-    if (pl == nullptr) return false;
+    Plan* pl = plan(p);
+    if (!pl->has_algo) {
+      if (allow_missing) return false;
+      throw DeviceError(pl->refusal);
+    }
     set_pointers(pl->op, p);
     MPB_CUBLAS_CHECK(cublasLtMatmul(handle, pl->op, &p.alpha, p.b, pl->a, p.a, pl->b, &p.beta, p.d, pl->d, p.d, pl->d,
                                     &pl->algo, workspace.tensor().data, kWorkspaceBytes, dev.stream()));
     return true;
   }
 
+  void forward_fallback(const GemmArgs& g, const Problem& p);
   void run_backward(const GemmArgs& g, Problem& p);
 };
 
@@ -517,7 +545,12 @@ void CublasLtGemm::run(const GemmArgs& g) {
     }
   }
 
-  impl_->matmul(p);
+  // Every forward epilogue may be refused (m == 1 or n == 1 among others):
+  // then the plain GEMM and the bias/activation kernels, counted.
+  if (!impl_->matmul(p, /*allow_missing=*/p.epilogue != CUBLASLT_EPILOGUE_DEFAULT)) {
+    impl_->forward_fallback(g, p);
+    aux_in_scratch = false;  // the fallback wrote pre_act itself
+  }
 
   if (aux_in_scratch) {
     const int64_t count = g.m * g.n;
@@ -531,6 +564,39 @@ void CublasLtGemm::run(const GemmArgs& g) {
   }
   // Without an activation, pre_act (if given) is simply C.
   if (!act && has_pre && g.pre_act.data != g.c.data) dev.cast(g.pre_act, g.c);
+}
+
+// The explicit fallback for a forward epilogue cuBLASLt refused (counted as
+// a GEMM fallback on the device; cell JSON gemm_fallbacks): the GEMM without
+// epilogue into p's D, then the CPU backend's sequence of kernels. D is C, or
+// the pre-activation when the caller splits the activation off (p's epilogue
+// is then BIAS, and run() applies the activation after this).
+//   BIAS:          D += bias
+//   RELU_BIAS,
+//   GELU_BIAS:     D += bias; D = act(D)
+//   GELU_AUX_BIAS: D += bias; pre_act = D; D = gelu(D)
+// The bias is added in fp32 from the parameter's dtype, unrounded, as on the
+// CPU (the fused path rounds it to D's dtype first: see the top of the file).
+void CublasLtGemm::Impl::forward_fallback(const GemmArgs& g, const Problem& p) {
+  dev.note_gemm_fallback(epilogue_name(p.epilogue));
+  Problem plain = p;
+  plain.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  plain.bias = nullptr;
+  plain.aux = nullptr;
+  plain.aux_ld = 0;
+  matmul(plain);
+  const Tensor d(p.d, p.d_dtype, Shape{g.m, g.n});
+  dev.add_bias(d, g.bias);
+  switch (p.epilogue) {
+    case CUBLASLT_EPILOGUE_BIAS: break;
+    case CUBLASLT_EPILOGUE_RELU_BIAS: dev.activation_forward(Activation::Relu, d, d); break;
+    case CUBLASLT_EPILOGUE_GELU_BIAS: dev.activation_forward(Activation::Gelu, d, d); break;
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+      dev.cast(g.pre_act, d);
+      dev.activation_forward(Activation::Gelu, d, d);
+      break;
+    default: throw std::logic_error(std::string("gemm: no forward fallback for epilogue ") + epilogue_name(p.epilogue));
+  }
 }
 
 // DGelu / DGeluBGrad (see the top of the file). p holds the plain problem
@@ -557,6 +623,7 @@ void CublasLtGemm::Impl::run_backward(const GemmArgs& g, Problem& p) {
       }
     }
     fused = matmul(f, /*allow_missing=*/true);
+    if (!fused) dev.note_gemm_fallback(epilogue_name(f.epilogue));  // refused: counted, never silent
     if (fused && bias_in_scratch)
       dev.copy(g.bias_grad_out, Tensor(const_cast<void*>(f.bias), g.c.dtype, Shape{g.n}));
   }

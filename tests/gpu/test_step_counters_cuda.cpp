@@ -1,0 +1,196 @@
+// Issue 10 on a GPU: a warmed-up training step makes no allocation, builds
+// no cuBLASLt plan and waits for the device only where the trainer means to
+// (each micro-batch's loss, the gradient statistics, the timer: batches are
+// uploaded asynchronously through pinned staging); and cuBLASLt's forward
+// epilogues at m == 1 and n == 1, where the heuristic may refuse them, give
+// the CPU's result through the counted fallback, with "no algorithm" cached;
+// and the asynchronous uploads behind the first part.
+// The CPU half of the first part is tests/models/test_step_counters.cpp.
+// Every test skips (with the reason) where no usable CUDA device exists.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_device.h"
+#include "backends/cuda/cuda_device.h"
+#include "config/schema.h"
+#include "opcheck/host.h"
+#include "train/cell_factory.h"
+#include "train/trainer.h"
+
+namespace mpb {
+namespace {
+
+using opcheck::fetch;
+using opcheck::Gen;
+using opcheck::Host;
+using opcheck::put;
+
+CellConfig cell(bool bert, const std::string& precision, bool fused, int accumulation) {
+  CellConfig c;
+  set_precision(c, precision);
+  if (precision == "amp_fp16") c.loss_scale.mode = LossScaleMode::Dynamic;
+  c.fused = fused;
+  c.accumulation = accumulation;
+  c.steps = 8;
+  c.warmup_steps = 2;
+  c.numerics_every = 3;
+  c.eval_every = 2;
+  c.inject_nonfinite = {5};
+  if (bert) {
+    c.model.kind = ModelKind::Bert;
+    c.model.size = "tiny";
+    c.model.seq_len = 32;
+    c.data.kind = DataKind::Markov;
+    c.data.vocab = 256;
+    c.data.eval_samples = 20;
+    c.batch_size = 16;
+  } else {
+    c.model.hidden_layers = 2;
+    c.model.width = 128;
+    c.data.input_dim = 64;
+    c.data.classes = 8;
+    c.data.eval_samples = 100;
+    c.batch_size = 64;
+  }
+  return c;
+}
+
+TEST(CudaStepCounters, WarmedUpStepsAllocateNothingBuildNoPlanAndSyncOnlyWhereMeant) {
+  if (auto reason = cuda_unavailable_reason()) GTEST_SKIP() << *reason;
+  for (bool bert : {false, true})
+    for (const char* precision : {"fp32", "amp_bf16", "amp_fp16"})
+      for (bool fused : {false, true})
+        for (int accumulation : {1, 2}) {
+          const CellConfig c = cell(bert, precision, fused, accumulation);
+          SCOPED_TRACE(std::string(bert ? "bert " : "mlp ") + precision + (fused ? " fused" : " unfused") +
+                       " accumulation " + std::to_string(accumulation));
+          auto dev = make_cuda_device();
+          auto model = build_model(*dev, c, 7);
+          auto data = build_dataset(c, 7);
+          const RunRecord r = train(*dev, *model, *data, c);
+          for (int s = 0; s < c.steps; ++s) {
+            EXPECT_EQ(r.allocs[s], 0) << "step " << s + 1;
+            EXPECT_EQ(r.plans_created[s], 0) << "step " << s + 1;
+            if (!r.probed[s]) {
+              EXPECT_EQ(r.host_syncs[s], c.accumulation + 2) << "step " << s + 1;
+            }
+          }
+        }
+}
+
+// Device::upload through pinned staging: it returns before the copy runs, the
+// caller's buffer is free at once (each upload sees the values it had then),
+// more uploads than staging slots are in flight, and none waits once the slots
+// have grown; a set-up upload above the staging limit waits, counted.
+TEST(CudaUploads, StagedUploadsNeitherWaitNorMixUpTheirData) {
+  if (auto reason = cuda_unavailable_reason()) GTEST_SKIP() << *reason;
+  auto dev = make_cuda_device();
+  constexpr int kUploads = 40;  // more than PinnedStaging::kSlots
+  constexpr int64_t kN = 4096;
+  DeviceBuffer d = dev->alloc(Shape{kUploads, kN}, DType::I32, MemCategory::Activations);
+  std::vector<int32_t> host(kN);
+  auto fill = [&](int u) {
+    for (int64_t i = 0; i < kN; ++i) host[static_cast<size_t>(i)] = static_cast<int32_t>(u * 100000 + i);
+  };
+  fill(0);
+  dev->upload(d.tensor().row_slice(0, 1), host.data());  // grows the slots
+  const int64_t syncs = dev->counters().host_syncs, pinned = dev->counters().pinned_allocs;
+  for (int u = 1; u < kUploads; ++u) {
+    fill(u);  // overwritten right after the previous upload returned
+    dev->upload(Tensor(static_cast<int32_t*>(d.tensor().data) + u * kN, DType::I32, Shape{1, kN}), host.data());
+  }
+  EXPECT_EQ(dev->counters().host_syncs, syncs) << "a staged upload waited for the device";
+  EXPECT_EQ(dev->counters().pinned_allocs, pinned);
+  std::vector<int32_t> back(static_cast<size_t>(kUploads * kN));
+  dev->download(back.data(), d);
+  for (int u = 0; u < kUploads; ++u)
+    for (int64_t i = 0; i < kN; i += 511)
+      ASSERT_EQ(back[static_cast<size_t>(u * kN + i)], u * 100000 + i) << "upload " << u << ", element " << i;
+
+  // Above the staging limit (16 MiB): copied from the caller's memory, waited for.
+  DeviceBuffer big = dev->alloc(Shape{int64_t{5} << 20}, DType::F32, MemCategory::Params);
+  std::vector<float> ones(static_cast<size_t>(big.tensor().numel()), 1.0f);
+  const int64_t before_big = dev->counters().host_syncs;
+  dev->upload(big, ones.data());
+  EXPECT_EQ(dev->counters().host_syncs, before_big + 1);
+}
+
+// C[m,n] = A[m,k] B[k,n] (+ bias, activation) at m == 1 and n == 1 with every
+// forward epilogue, against the CPU backend; the second identical call builds
+// no plan (the first cached the plan, or cuBLASLt's "no algorithm"), and
+// takes the fallback exactly when the first did.
+TEST(CudaGemmEpilogues, DegenerateShapesMatchTheCpuAndAreCached) {
+  if (auto reason = cuda_unavailable_reason()) GTEST_SKIP() << *reason;
+  auto gpu = make_cuda_device();
+  auto cpu = make_cpu_device();
+  Gen gen(7u);
+  struct Mode {
+    GemmCompute compute;
+    DType t;
+    double tol;  // relative to the largest |C|: fp32 sums vs tensor-core sums, and the bf16 output's rounding
+  };
+  for (const Mode mode : {Mode{GemmCompute::F32, DType::F32, 1e-5}, Mode{GemmCompute::BF16, DType::BF16, 2e-2}})
+    for (const auto& [m, n] : {std::pair<int64_t, int64_t>{1, 24}, {24, 1}, {1, 1}})
+      for (Epilogue e : {Epilogue::None, Epilogue::Bias, Epilogue::BiasRelu, Epilogue::BiasGelu})
+        for (bool with_pre : {false, true}) {
+          if (e == Epilogue::None && with_pre) continue;
+          SCOPED_TRACE(std::string(gemm_compute_name(mode.compute)) + " m=" + std::to_string(m) +
+                       " n=" + std::to_string(n) + " " + opcheck::epilogue_name(e) + (with_pre ? " +pre_act" : ""));
+          const int64_t k = 40;
+          const Host a = gen.uniform(mode.t, Shape{m, k}), b = gen.uniform(mode.t, Shape{k, n});
+          const Host bias = gen.uniform(DType::F32, Shape{n});
+          Host out[2], pre[2];
+
+          for (int backend = 0; backend < 2; ++backend) {
+            Device& dev = backend == 0 ? *cpu : *gpu;
+            DeviceBuffer da = put(dev, a), db = put(dev, b), dbias = put(dev, bias);
+            DeviceBuffer dc = dev.alloc(Shape{m, n}, mode.t, MemCategory::Activations);
+            DeviceBuffer dp = dev.alloc(Shape{m, n}, mode.t, MemCategory::Activations);
+            GemmArgs g;
+            g.m = m;
+            g.n = n;
+            g.k = k;
+            g.a = da;
+            g.b = db;
+            g.c = dc;
+            g.compute = mode.compute;
+            g.epilogue = e;
+            if (e != Epilogue::None) g.bias = dbias;
+            if (with_pre) g.pre_act = dp;
+            auto fallbacks = [&] {
+              int64_t total = 0;
+              for (const auto& [name, count] : dev.counters().gemm_fallbacks) total += count;
+              return total;
+            };
+            const int64_t f0 = fallbacks();
+            dev.gemm(g);
+            if (backend == 1) {
+              const int64_t plans = dev.counters().plans_created, f1 = fallbacks();
+              dev.gemm(g);
+              EXPECT_EQ(dev.counters().plans_created, plans) << "the second call built a plan";
+              EXPECT_EQ(fallbacks() - f1, f1 - f0) << "the second call decided otherwise than the first";
+              EXPECT_LE(f1 - f0, 1);
+              if (e == Epilogue::None) {
+                EXPECT_EQ(f1, f0) << "a plain GEMM has no fallback";
+              }
+            }
+            out[backend] = fetch(dev, dc);
+            if (with_pre) pre[backend] = fetch(dev, dp);
+          }
+          double scale = 1e-30;
+          for (int64_t i = 0; i < m * n; ++i) scale = std::max(scale, std::abs(out[0].value(i)));
+          for (int64_t i = 0; i < m * n; ++i) {
+            EXPECT_NEAR(out[1].value(i), out[0].value(i), mode.tol * scale) << "C[" << i << "]";
+            if (with_pre) {
+              EXPECT_NEAR(pre[1].value(i), pre[0].value(i), mode.tol * scale) << "pre_act[" << i << "]";
+            }
+          }
+        }
+}
+
+}  // namespace
+}  // namespace mpb

@@ -1,0 +1,111 @@
+// Issue 10: after warm-up, a training step allocates nothing and builds no
+// GEMM plan, and its host syncs are the ones the trainer means to make. On
+// the CPU (the tracking allocator's count, oneDNN primitive creations, the
+// Device's synchronising calls) for the MLP and BERT cells of the
+// experiments; tests/gpu/test_step_counters_cuda.cpp runs the same cells on
+// a GPU.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backends/cpu/cpu_device.h"
+#include "config/schema.h"
+#include "train/cell_factory.h"
+#include "train/trainer.h"
+#include "tests/models/model_test_helpers.h"
+
+namespace mpb {
+namespace {
+
+// An MLP cell with every path a step can take: probes on some steps, an
+// evaluation between steps whose last batch is smaller than the others, and
+// an injected non-finite step (the loss scaler's skip path).
+CellConfig mlp_cell(const std::string& precision, bool fused, int accumulation) {
+  CellConfig c = model_test::mlp_cell({/*hidden_layers=*/2, /*width=*/64, /*input_dim=*/32, /*classes=*/8,
+                                       /*batch_size=*/64, /*steps=*/8, /*warmup_steps=*/2, /*eval_samples=*/100});
+  set_precision(c, precision);
+  if (precision == "amp_fp16") c.loss_scale.mode = LossScaleMode::Dynamic;
+  c.fused = fused;
+  c.accumulation = accumulation;
+  c.numerics_every = 3;
+  c.eval_every = 2;
+  c.inject_nonfinite = {5};
+  return c;
+}
+
+// quickstart.yaml's BERT-tiny cell, smaller.
+CellConfig bert_cell(const std::string& precision, bool fused, CheckpointPolicy checkpointing) {
+  CellConfig c = mlp_cell(precision, fused, 1);
+  c.model.kind = ModelKind::Bert;
+  c.model.size = "tiny";
+  c.model.layers = 2;
+  c.model.hidden = 32;
+  c.model.heads = 2;
+  c.model.seq_len = 16;
+  c.data.kind = DataKind::Markov;
+  c.data.vocab = 96;
+  c.data.eval_samples = 20;
+  c.batch_size = 8;
+  c.checkpointing = checkpointing;
+  return c;
+}
+
+RunRecord run(const CellConfig& c) {
+  auto dev = make_cpu_device();
+  auto model = build_model(*dev, c, 7);
+  auto data = build_dataset(c, 7);
+  return train(*dev, *model, *data, c);
+}
+
+std::string name(const CellConfig& c) {
+  return std::string(c.model.kind == ModelKind::Bert ? "bert " : "mlp ") + c.policy.name +
+         (c.fused ? " fused" : " unfused") + " accumulation " + std::to_string(c.accumulation);
+}
+
+void expect_quiet_steps(const CellConfig& c) {
+  SCOPED_TRACE(name(c));
+  const RunRecord r = run(c);
+  ASSERT_EQ(r.allocs.size(), static_cast<size_t>(c.steps));
+  // train() warms up first, so every step is quiet, not only the timed ones.
+  for (int s = 0; s < c.steps; ++s) {
+    EXPECT_EQ(r.allocs[s], 0) << "step " << s + 1;
+    EXPECT_EQ(r.plans_created[s], 0) << "step " << s + 1;
+    // The CPU's syncs: each micro-batch's loss, the gradient statistics and
+    // the timer; a probed step adds one per histogram.
+    if (!r.probed[s]) EXPECT_EQ(r.host_syncs[s], c.accumulation + 2) << "step " << s + 1;
+    else EXPECT_GT(r.host_syncs[s], c.accumulation + 2) << "step " << s + 1;
+  }
+  EXPECT_TRUE(r.gemm_fallbacks.empty());
+}
+
+TEST(StepCounters, MlpStepsAllocateNothingAfterWarmUp) {
+  for (const char* precision : {"fp32", "amp_bf16", "amp_fp16"})
+    for (bool fused : {false, true})
+      for (int accumulation : {1, 2}) expect_quiet_steps(mlp_cell(precision, fused, accumulation));
+}
+
+TEST(StepCounters, BertStepsAllocateNothingAfterWarmUp) {
+  for (const char* precision : {"fp32", "amp_bf16", "amp_fp16"})
+    for (bool fused : {false, true}) expect_quiet_steps(bert_cell(precision, fused, CheckpointPolicy::Off));
+  expect_quiet_steps(bert_cell("amp_bf16", true, CheckpointPolicy::EveryLayer));
+}
+
+// The counters see what warm-up prevents: without it, the first step builds
+// the GEMM primitives and grows the emulated fp16 GEMM's scratch.
+TEST(StepCounters, WithoutWarmUpTheFirstStepAllocatesAndBuildsPlans) {
+  const CellConfig c = mlp_cell("amp_fp16", true, 1);
+  auto dev = make_cpu_device();
+  auto model = build_model(*dev, c, 7);
+  auto data = build_dataset(c, 7);
+  Trainer t(*dev, *model, *data, c);
+  t.step(1);
+  t.step(2);
+  const RunRecord& r = t.record();
+  EXPECT_GT(r.allocs[0], 0);
+  EXPECT_GT(r.plans_created[0], 0);
+  EXPECT_EQ(r.allocs[1], 0);
+  EXPECT_EQ(r.plans_created[1], 0);
+}
+
+}  // namespace
+}  // namespace mpb
