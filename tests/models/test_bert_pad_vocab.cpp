@@ -14,6 +14,7 @@
 #include "config/schema.h"
 #include "core/rng.h"
 #include "models/bert.h"
+#include "train/cell_factory.h"
 
 namespace mpb {
 namespace {
@@ -80,6 +81,30 @@ TEST(BertPadVocab, PaddedWordsAreMaskedOutOfTheLossAndGetNoGradient) {
       for (size_t i = g.size(); i < gp.size(); ++i) ASSERT_EQ(gp[i], 0.0f) << name << " padded element " << i;
     }
   }
+}
+
+TEST(BertPadVocab, AutoPadsOnCudaOnly) {
+  CellConfig cfg;
+  cfg.model.kind = ModelKind::Bert;
+  cfg.data.kind = DataKind::Markov;
+  cfg.data.vocab = 30522;
+  ASSERT_EQ(cfg.model.pad_vocab, PadVocab::Auto);  // the default
+  EXPECT_EQ(bert_config(cfg, true).model_vocab(), 30528);
+  EXPECT_EQ(bert_config(cfg, false).model_vocab(), 30522);
+  cfg.model.pad_vocab = PadVocab::Off;
+  EXPECT_EQ(bert_config(cfg, true).model_vocab(), 30522);
+  cfg.model.pad_vocab = PadVocab::On;
+  EXPECT_EQ(bert_config(cfg, false).model_vocab(), 30528);
+  // What build_model decides is what the repeat records (Model::describe).
+  cfg.model.pad_vocab = PadVocab::Auto;
+  cfg.model.size = "tiny", cfg.model.seq_len = 16, cfg.batch_size = 2;
+  auto dev = make_cpu_device();
+  const std::string d = build_model(*dev, cfg, 1)->describe();
+  EXPECT_NE(d.find(" V30522 "), std::string::npos) << d;
+  cfg.model.pad_vocab = PadVocab::On;
+  const std::string p = build_model(*dev, cfg, 1)->describe();
+  EXPECT_NE(p.find(" V30528 "), std::string::npos) << p;
+  EXPECT_NE(p.find("(pad_vocab: 30522 words)"), std::string::npos) << p;
 }
 
 }  // namespace
