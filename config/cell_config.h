@@ -25,6 +25,8 @@ enum class ModelKind { Mlp, Bert };
 enum class DataKind { Teacher, Markov, Text };
 enum class OptimizerKind { AdamW, Sgd, Lamb };  // lamb: valid, rejected as "not supported yet"
 enum class LrDecay { None, Linear, Cosine };
+// model.pad_vocab: auto pads where it pays, for BERT cells on a CUDA device (train/cell_factory.h).
+enum class PadVocab { Off, On, Auto };
 
 struct LossScaleConfig {
   LossScaleMode mode = LossScaleMode::None;
@@ -50,7 +52,8 @@ struct ModelConfig {
   int seq_len = 128;
   bool pre_ln = false;     // false: post-LN as in the original BERT
   double dropout = 0.0;    // 0 keeps benchmark cells deterministic
-  bool pad_vocab = false;  // round the vocabulary up to a multiple of 8
+  PadVocab pad_vocab = PadVocab::Auto;  // round the vocabulary up to a multiple of 8 (auto: on a CUDA device)
+  MlmHead mlm_head = MlmHead::Sparse;  // BERT: decode only the masked positions (sparse) or every one
   double ln_eps = 1e-12;   // raised where it would vanish in half precision
 };
 

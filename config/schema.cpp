@@ -223,7 +223,10 @@ const std::vector<KeySpec>& keys() {
       integer("model.seq_len",              at_least(3),     MPB_FIELD(model.seq_len)),
       choice ("model.pre_ln", kOffOn,                        MPB_FIELD(model.pre_ln), kOffOnAliases),
       number ("model.dropout",              closed_open(0, 1), MPB_FIELD(model.dropout)),
-      choice ("model.pad_vocab", kOffOn,                     MPB_FIELD(model.pad_vocab), kOffOnAliases),
+      choice ("model.pad_vocab", Names<PadVocab>{{PadVocab::Auto, "auto"}, {PadVocab::Off, "off"}, {PadVocab::On, "on"}},
+                                                             MPB_FIELD(model.pad_vocab), kOffOnAliases),
+      choice ("model.mlm_head", Names<MlmHead>{{MlmHead::Sparse, "sparse"}, {MlmHead::Dense, "dense"}},
+                                                             MPB_FIELD(model.mlm_head)),
       number ("model.ln_eps",               above(0),        MPB_FIELD(model.ln_eps)),
       choice ("data.kind", Names<DataKind>{{DataKind::Teacher, "teacher"}, {DataKind::Markov, "markov"},
                                            {DataKind::Text, "text"}},
@@ -391,6 +394,17 @@ nlohmann::json cell_config_to_json(const CellConfig& config) {
     // keep their config_hash and earlier results still match them; a list
     // that excludes something (BERT's default) is always written.
     if (spec.type == schema::Type::NameList && std::get<std::vector<std::string>>(spec.get(config)).empty()) continue;
+    // model.mlm_head only exists for BERT: MLP cells keep the config_hash
+    // they had before the key. BERT cells always write it, so results from
+    // before it (every position decoded) no longer match a sparse cell.
+    if (spec.key == "model.mlm_head" && config.model.kind != ModelKind::Bert) continue;
+    // model.pad_vocab means nothing to the MLP, whose cells wrote "off" (the
+    // default) before "auto" was: they keep their config_hash.
+    if (spec.key == "model.pad_vocab" && config.model.kind != ModelKind::Bert &&
+        config.model.pad_vocab == PadVocab::Auto) {
+      json["model"]["pad_vocab"] = "off";
+      continue;
+    }
     std::string pointer = "/" + spec.key;
     std::replace(pointer.begin(), pointer.end(), '.', '/');
     json[nlohmann::json::json_pointer(pointer)] = std::visit(

@@ -269,6 +269,17 @@ class Device {
   double softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const Tensor& labels, float grad_scale);
   // Number of rows whose argmax equals the label.
   int64_t count_correct(const Tensor& logits, const Tensor& labels);
+  // The sparse MLM head's gather list: a stable partition of the positions of
+  // labels int32 [N], labelled ones (label >= 0) first, then the others, each
+  // in increasing order; its first M entries go to pos int32 [M] and their
+  // labels to pos_labels int32 [M] (1 <= M <= N; three distinct buffers).
+  // pos never repeats a position, so embedding_forward/backward with pos as
+  // ids gather those rows and scatter their gradients exactly. More than M
+  // labelled positions is an error in the data (their loss would be lost):
+  // the CPU throws std::out_of_range before writing, the CUDA backend raises
+  // DeviceError at the next synchronising call. Scalar core:
+  // ops/label_partition.h.
+  void label_positions(const Tensor& pos, const Tensor& pos_labels, const Tensor& labels);
 
   // --- reductions ------------------------------------------------------------
   // sum_squares of the finite elements, within 2^-19 relative (fp32 partial
@@ -386,6 +397,7 @@ class Device {
   virtual double softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
                                          float grad_scale) = 0;
   virtual int64_t count_correct_impl(const Tensor& logits, const Tensor& labels) = 0;
+  virtual void label_positions_impl(const Tensor& pos, const Tensor& pos_labels, const Tensor& labels) = 0;
   virtual TensorStats stats_impl(const Tensor& t) = 0;
   virtual ExponentHistogram exponent_histogram_impl(const Tensor& t, int lo, int nbins) = 0;
   virtual void add_impl(const Tensor& out, const Tensor& a, const Tensor& b) = 0;

@@ -394,6 +394,20 @@ int64_t Device::count_correct(const Tensor& logits, const Tensor& labels) {
   return count_correct_impl(logits, labels);
 }
 
+void Device::label_positions(const Tensor& pos, const Tensor& pos_labels, const Tensor& labels) {
+  const char* op = "label_positions";
+  need_dtype(op, "labels", labels, DType::I32);
+  need_dtype(op, "pos", pos, DType::I32);
+  need_dtype(op, "pos_labels", pos_labels, DType::I32);
+  if (pos.numel() < 1 || pos.numel() > labels.numel())
+    fail(op, "pos must hold between 1 and labels' " + num(labels.numel()) + " positions, got " + describe(pos));
+  need_numel(op, "pos_labels", pos_labels, pos.numel(), "as many as pos");
+  need_distinct(op, "pos", pos, "labels", labels, "labels is read while pos is written");
+  need_distinct(op, "pos_labels", pos_labels, "labels", labels, "labels is read while pos_labels is written");
+  need_distinct(op, "pos", pos, "pos_labels", pos_labels, "both are outputs");
+  label_positions_impl(pos, pos_labels, labels);
+}
+
 // ---- reductions ----------------------------------------------------------------------------
 TensorStats Device::stats(const Tensor& t) {
   need_float("stats", "t", t);

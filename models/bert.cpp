@@ -72,12 +72,51 @@ double layer_forward_flops(const BertConfig& c) {
 }
 }  // namespace
 
+double bert_mlm_rows_estimate(const BertConfig& c, double micro) {
+  const double N = micro * c.seq_len;
+  if (c.mlm_head == MlmHead::Dense) return N;
+  const double n = micro * std::max(0, c.seq_len - 2);  // maskable tokens, at most
+  const double mu = c.mask_prob * n;
+  // P(count >= mu (1 + d)) <= exp(-mu h(d)), h(d) = (1+d) ln(1+d) - d
+  // (Chernoff; independent Bernoulli masks with mean <= mu). h increases
+  // with d: bisect for the d where mu h(d) reaches ln(1e12).
+  const double need = std::log(1e12);
+  auto h = [](double d) { return (1 + d) * std::log1p(d) - d; };
+  double k = n;
+  if (mu > 0 && n > mu && mu * h(n / mu - 1) >= need) {
+    double lo = 0, hi = n / mu - 1;
+    for (int i = 0; i < 200; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (mu * h(mid) >= need ? hi : lo) = mid;
+    }
+    k = std::ceil(mu * (1 + hi));
+  }
+  k = std::ceil(k / 8) * 8;
+  return std::max(1.0, std::min(k, N));
+}
+
+int64_t bert_mlm_rows(const BertConfig& c, int64_t micro) {
+  return static_cast<int64_t>(bert_mlm_rows_estimate(c, double(micro)));
+}
+
+namespace {
+// Rows of one sequence that the MLM head needs: every position (dense), or
+// the masked ones, mask_prob x (seq_len - 2) on average (sparse; a little
+// fewer with short sequences). The sparse head's capacity rows beyond that
+// (bert_mlm_rows) are computed but not needed, so model FLOPs leave them out.
+double head_rows_needed(const BertConfig& c) {
+  if (c.mlm_head == MlmHead::Dense) return c.seq_len;
+  return c.mask_prob * std::max(0, c.seq_len - 2);
+}
+}  // namespace
+
 // GEMM FLOPs of one sequence, forward (2mnk each) + backward (dX and dW:
 // twice that). Model FLOPs: checkpointing's recomputed forward is not
-// counted (the MFU convention), so GFLOP/s compare across policies.
+// counted (the MFU convention), so GFLOP/s compare across policies; the MLM
+// head counts the rows it needs (head_rows_needed).
 double bert_train_flops_per_sample(const BertConfig& c) {
-  const double T = c.seq_len, C = c.hidden, V = c.model_vocab();
-  const double head = 2 * T * C * C /*transform*/ + 2 * T * C * V /*tied decoder*/;
+  const double C = c.hidden, V = c.model_vocab(), R = head_rows_needed(c);
+  const double head = 2 * R * C * C /*transform*/ + 2 * R * C * V /*tied decoder*/;
   return 3.0 * (c.layers * layer_forward_flops(c) + head);
 }
 
@@ -134,7 +173,7 @@ class Bert final : public StoredParamsModel {
         seg_(bert_checkpoint_segment(cfg)), pre_ln_(cfg.pre_ln), ckpt_(seg_ < L_),
         attn_fused_(cfg.fused && cfg.dropout == 0.0f),  // the fused attention op has no dropout
         eps_(layernorm_eps(policy.compute, cfg.ln_eps)), mask_value_(attention_mask_value(policy.compute)),
-        scale_(1.0f / std::sqrt(float(D_))), P_(store_, cfg),
+        scale_(1.0f / std::sqrt(float(D_))), sparse_(cfg.mlm_head == MlmHead::Sparse), P_(store_, cfg),
         acts_(dev, cfg, policy, micro, seg_, attn_fused_),
         // Fusion fuses the forward epilogues and, as in the MLP, the FFN's
         // GELU backward into its input-gradient GEMM (DGelu, or DGeluBGrad
@@ -155,27 +194,32 @@ class Bert final : public StoredParamsModel {
     if (ckpt_)
       s += std::string(" checkpoint ") + checkpoint_policy_name(cfg_.checkpointing) + " (" + std::to_string(seg_) +
            " layers/segment)";
+    if (V_ != cfg_.vocab) s += " (pad_vocab: " + std::to_string(cfg_.vocab) + " words)";
+    if (sparse_) s += " sparse MLM head (" + std::to_string(bert_mlm_rows(cfg_, B_)) + " rows)";
     return s;
   }
   int64_t micro_batch() const override { return B_; }
   Tensor input() override { return acts_.ids.tensor(); }
   Tensor input_mask() override { return acts_.mask.tensor(); }
-  Tensor logits() const override { return last_logits_; }  // [rows * T, V]
+  // Dense [rows * T, V]; sparse [bert_mlm_rows, V], the masked positions
+  // first, in order (Model::logits).
+  Tensor logits() const override { return last_logits_; }
   void set_probe(ProbeFn probe) override { probe_ = std::move(probe); }
 
   double train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) override {
     training_ = true;
     ++step_;  // a new dropout stream for every micro-batch
     const int64_t b = x.rows();
-    const Tensor logits = forward(x, b);
-    Tensor dlogits = first_view(acts_.dlogits, Shape{b * T_, V_});
+    const Tensor logits = forward(x, y, b);
+    const Tensor yh = head_labels(y, b);
+    Tensor dlogits = first_view(acts_.dlogits, Shape{head_rows(b), V_});
     double loss;
     if (cfg_.fused) {
-      loss = dev_.softmax_xent_fused(dlogits, logits, y, grad_scale);
+      loss = dev_.softmax_xent_fused(dlogits, logits, yh, grad_scale);
     } else {
-      Tensor probs = first_view(acts_.probs, Shape{b * T_, V_});
-      loss = dev_.softmax_xent_forward(probs, logits, y);
-      dev_.softmax_xent_backward(dlogits, probs, y, grad_scale);
+      Tensor probs = first_view(acts_.probs, Shape{head_rows(b), V_});
+      loss = dev_.softmax_xent_forward(probs, logits, yh);
+      dev_.softmax_xent_backward(dlogits, probs, yh, grad_scale);
     }
     backward(x, b, mode);
     return loss;
@@ -184,12 +228,14 @@ class Bert final : public StoredParamsModel {
   EvalSums eval_micro(const Tensor& x, const Tensor& y) override {
     training_ = false;  // no dropout
     const int64_t b = x.rows();
-    const Tensor logits = forward(x, b);
+    const Tensor logits = forward(x, y, b);
+    const Tensor yh = head_labels(y, b);
+    const Shape sh{head_rows(b), V_};
     EvalSums s;
     // probs (unfused) or dlogits (fused) is scratch here: nothing is backpropagated.
-    s.loss_sum = cfg_.fused ? dev_.softmax_xent_fused(first_view(acts_.dlogits, Shape{b * T_, V_}), logits, y, 0.0f)
-                            : dev_.softmax_xent_forward(first_view(acts_.probs, Shape{b * T_, V_}), logits, y);
-    s.correct = dev_.count_correct(logits, y);
+    s.loss_sum = cfg_.fused ? dev_.softmax_xent_fused(first_view(acts_.dlogits, sh), logits, yh, 0.0f)
+                            : dev_.softmax_xent_forward(first_view(acts_.probs, sh), logits, yh);
+    s.correct = dev_.count_correct(logits, yh);
     std::vector<int32_t> labels(static_cast<size_t>(y.numel()));
     dev_.download(labels.data(), y);
     for (int32_t v : labels) s.count += v >= 0;
@@ -207,6 +253,11 @@ class Bert final : public StoredParamsModel {
   Tensor rows(const Tensor& t, int64_t b) const { return first_view(t, Shape{b * T_}); }
   Tensor heads(const Tensor& t, int64_t b) const { return first_view(t, Shape{b, H_, T_, D_}); }
   Tensor scores(const Tensor& t, int64_t b) const { return first_view(t, Shape{b, H_, T_, T_}); }
+  // The MLM head's rows for b sequences, its [rows, C] views, and its labels.
+  int64_t head_rows(int64_t b) const { return bert_mlm_rows(cfg_, b); }
+  Tensor mc(const Tensor& t, int64_t b) const { return first_view(t, Shape{head_rows(b), C_}); }
+  Tensor mrows(const Tensor& t, int64_t b) const { return first_view(t, Shape{head_rows(b)}); }
+  Tensor head_labels(const Tensor& y, int64_t b) const { return sparse_ ? mrows(acts_.pos_labels, b) : y; }
 
   void probe(ProbeKind kind, const Tensor& t) {
     if (probe_ && probing_) probe_(kind, t);
@@ -250,11 +301,11 @@ class Bert final : public StoredParamsModel {
   }
 
   // --- forward ------------------------------------------------------------------------
-  Tensor forward(const Tensor& x, int64_t b) {
+  Tensor forward(const Tensor& x, const Tensor& y, int64_t b) {
     probing_ = true;
     embeddings_forward(x, b);
     for (int l = 0; l < L_; ++l) layer_forward(l, b);
-    last_logits_ = head_forward(b);
+    last_logits_ = head_forward(y, b);
     probing_ = false;
     return last_logits_;
   }
@@ -339,19 +390,32 @@ class Bert final : public StoredParamsModel {
     probe(ProbeKind::Activation, y);
   }
 
-  Tensor head_forward(int64_t b) {
+  // The head's input: the encoder output (pre-LN: after the final LayerNorm), [b*T, C].
+  Tensor head_in(int64_t b) { return pre_ln_ ? nc(acts_.fin_out, b) : acts_.encoder_out(b); }
+
+  Tensor head_forward(const Tensor& y, int64_t b) {
     Tensor in = acts_.encoder_out(b);
     if (pre_ln_) {
       Tensor f = nc(acts_.fin_out, b);
       dev_.layernorm_forward(f, rows(acts_.fin_mean, b), rows(acts_.fin_rstd, b), in, P_.fln_g.p, P_.fln_b.p, eps_);
       in = f;
     }
-    Tensor t = nc(acts_.t_act, b), hm = nc(acts_.hm, b);
-    lin_.forward(t, nc(acts_.t_pre, b), in, P_.t_w, P_.t_b, Activation::Gelu);
-    dev_.layernorm_forward(hm, rows(acts_.t_mean, b), rows(acts_.t_rstd, b), t, P_.t_g.p, P_.t_beta.p, eps_);
+    if (sparse_) {
+      // Sparse: gather the masked positions' rows [M,C] (then the other
+      // positions up to the capacity, whose labels are < 0 and whose rows
+      // only fill the fixed shape).
+      const Tensor pos = mrows(acts_.pos, b);
+      dev_.label_positions(pos, mrows(acts_.pos_labels, b), y);
+      Tensor hs = mc(acts_.hs, b);
+      dev_.embedding_forward(hs, in, pos);
+      in = hs;
+    }
+    Tensor t = mc(acts_.t_act, b), hm = mc(acts_.hm, b);
+    lin_.forward(t, mc(acts_.t_pre, b), in, P_.t_w, P_.t_b, Activation::Gelu);
+    dev_.layernorm_forward(hm, mrows(acts_.t_mean, b), mrows(acts_.t_rstd, b), t, P_.t_g.p, P_.t_beta.p, eps_);
     probe(ProbeKind::Activation, hm);
-    // Tied decoder: logits[N,V] = hm . E^T + bias.
-    Tensor logits = first_view(acts_.logits, Shape{b * T_, V_});
+    // Tied decoder: logits[M,V] = hm . E^T + bias (M = b*T when dense).
+    Tensor logits = first_view(acts_.logits, Shape{head_rows(b), V_});
     lin_.forward(logits, hm, P_.tok, P_.dec_b);
     probe(ProbeKind::Activation, logits);
     return logits;
@@ -378,20 +442,29 @@ class Bert final : public StoredParamsModel {
   }
 
   void head_backward(int64_t b, GradMode mode, Tensor& G, Tensor& S) {
-    const int64_t N = b * T_;
-    const Tensor dlogits = first_view(acts_.dlogits, Shape{N, V_});
+    const Tensor dlogits = first_view(acts_.dlogits, Shape{head_rows(b), V_});
     probe(ProbeKind::ActivationGrad, dlogits);
+    // The head's rows: [M,C] views of the [b*T,C] scratch (M <= b*T).
+    const Tensor Gm = mc(G, b), Sm = mc(S, b);
     // Tied decoder: the bias, then dE (+)= dlogits^T . hm — the word
     // embedding's gradient starts here (Overwrite on a step's first
     // micro-batch) and the embedding lookup adds to it at the end.
     dev_.bias_grad(P_.dec_b.g, dlogits, mode);
-    lin_.backward(S, P_.tok, ParamRef{}, dlogits, nc(acts_.hm, b), mode);  // S = dhm
-    const Tensor t = nc(acts_.t_act, b);
-    dev_.layernorm_backward(G, P_.t_g.g, P_.t_beta.g, S, t, rows(acts_.t_mean, b), rows(acts_.t_rstd, b), P_.t_g.p,
-                            GradMode::Overwrite, mode);
-    dev_.activation_backward(Activation::Gelu, G, G, nc(acts_.t_pre, b));
-    const Tensor head_in = pre_ln_ ? nc(acts_.fin_out, b) : acts_.encoder_out(b);
-    lin_.backward(S, P_.t_w, P_.t_b, G, head_in, mode);  // S = d head_in
+    lin_.backward(Sm, P_.tok, ParamRef{}, dlogits, mc(acts_.hm, b), mode);  // S = dhm
+    const Tensor t = mc(acts_.t_act, b);
+    dev_.layernorm_backward(Gm, P_.t_g.g, P_.t_beta.g, Sm, t, mrows(acts_.t_mean, b), mrows(acts_.t_rstd, b),
+                            P_.t_g.p, GradMode::Overwrite, mode);
+    dev_.activation_backward(Activation::Gelu, Gm, Gm, mc(acts_.t_pre, b));
+    if (sparse_) {
+      // d hs into S's first rows, then scattered to the gathered positions
+      // of G (every other row 0: the loss does not depend on it through the
+      // head); S = d head_in as below.
+      lin_.backward(Sm, P_.t_w, P_.t_b, Gm, mc(acts_.hs, b), mode);
+      dev_.embedding_backward(G, Sm, mrows(acts_.pos, b), GradMode::Overwrite);
+      std::swap(G, S);
+    } else {
+      lin_.backward(S, P_.t_w, P_.t_b, G, head_in(b), mode);  // S = d head_in
+    }
     if (pre_ln_) {
       dev_.layernorm_backward(G, P_.fln_g.g, P_.fln_b.g, S, acts_.encoder_out(b), rows(acts_.fin_mean, b),
                               rows(acts_.fin_rstd, b), P_.fln_g.p, GradMode::Overwrite, mode);
@@ -497,6 +570,7 @@ class Bert final : public StoredParamsModel {
   int seg_;
   bool pre_ln_, ckpt_, attn_fused_;
   float eps_, mask_value_, scale_;
+  bool sparse_;
   BertParams P_;
   BertActivations acts_;
   LinearOps lin_;

@@ -13,8 +13,12 @@
 //       x + dropout(attention(LN(x))) = r,  r + dropout(FFN(LN(r))),
 //       and a final LayerNorm after the last layer
 //   MLM head: dense C->C, GELU, LayerNorm, decoder tied to the word
-//             embedding (logits = h . E^T + bias[V]); softmax cross-entropy
-//             over every position, labels < 0 ignored.
+//             embedding (logits = h . E^T + bias[V]); softmax cross-entropy,
+//             labels < 0 ignored. Sparse (the default): the hidden states of
+//             the masked positions are gathered first (Device::label_positions,
+//             embedding_forward; up to bert_mlm_rows of them) and only they go
+//             through the head; the backward pass scatters their gradient
+//             back (embedding_backward). Dense: every position goes through.
 //
 // Precision follows the policy as in every model (weights in a ParamStore,
 // models/param_store.h; linear layers through models/linear.h): GEMMs read a
@@ -56,6 +60,10 @@ struct BertConfig {
   CheckpointPolicy checkpointing = CheckpointPolicy::Off;
   int checkpoint_k = 2;    // layers per segment for every_k
   bool pad_vocab = false;  // round the vocabulary up to a multiple of 8 (extra rows are never input ids)
+  MlmHead mlm_head = MlmHead::Sparse;
+  // The data's masking probability (MlmOptions::mask_prob): the sparse head's
+  // capacity (bert_mlm_rows) and its FLOPs follow from it.
+  double mask_prob = 0.15;
 
   int ffn_dim() const { return ffn > 0 ? ffn : 4 * hidden; }
   int model_vocab() const { return pad_vocab ? (vocab + 7) / 8 * 8 : vocab; }
@@ -83,6 +91,21 @@ void validate_bert(const BertConfig& cfg);
 // segment, nothing recomputed), 1 for every_layer, checkpoint_k for
 // every_k, ceil(sqrt(layers)) for sqrt (about sqrt(L) segments of sqrt(L)).
 int bert_checkpoint_segment(const BertConfig& cfg);
+
+// Rows the MLM head decodes for a micro-batch of `micro` sequences. Dense:
+// every position, micro * seq_len. Sparse: a fixed capacity for the masked
+// positions, so that every step has the same GEMM shapes (no plan or
+// primitive is made inside a timed step, and no host synchronisation reads a
+// count): the smallest multiple of 8 (tensor-core friendly) at or above the
+// count that a micro-batch exceeds with probability below 1e-12, by the
+// Chernoff bound for mask_prob x micro x (seq_len - 2) maskable tokens
+// ([CLS] and [SEP] never are; short sequences have fewer), at most micro *
+// seq_len. A micro-batch beyond it anyway is an error
+// (Device::label_positions), never a wrong loss. BERT-mini, micro 32: 800 of
+// 4096 rows (the expected count is 605).
+int64_t bert_mlm_rows(const BertConfig& cfg, int64_t micro);
+// The same in double, for the memory estimate's absurd configurations.
+double bert_mlm_rows_estimate(const BertConfig& cfg, double micro);
 
 // GEMM FLOPs of one training sequence from the configuration alone (the
 // model's train_flops_per_sample / recompute_flops_per_sample return these;

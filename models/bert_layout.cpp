@@ -21,7 +21,8 @@ int BertParams::add(const std::string& name, Shape shape, Init init) {
   return store_->add(name, shape, role);
 }
 
-BertParams::BertParams(ParamStore& store, const BertConfig& cfg) : store_(&store) {
+BertParams::BertParams(ParamStore& store, const BertConfig& cfg)
+    : store_(&store), vocab_(cfg.vocab), model_vocab_(cfg.model_vocab()), hidden_(cfg.hidden) {
   const int64_t C = cfg.hidden, F = cfg.ffn_dim(), V = cfg.model_vocab(), T = cfg.seq_len;
   const bool pre_ln = cfg.pre_ln;
   const int itok = add("embeddings.word_embeddings.weight", Shape{V, C}, Init::Normal);
@@ -78,6 +79,7 @@ BertParams::BertParams(ParamStore& store, const BertConfig& cfg) : store_(&store
   // parameter of its own.
   const int idec_b = add("cls.predictions.bias", Shape{V}, Init::Zero);
 
+  itok_ = itok, idec_b_ = idec_b;
   store.allocate();
   tok = store.ref(itok), pos = store.ref(ipos), seg = store.ref(iseg);
   if (!pre_ln) eln_g = store.ref(ieln_g), eln_b = store.ref(ieln_b);
@@ -105,6 +107,12 @@ void BertParams::init(uint64_t seed) {
       else if (init_[i] == Init::One) v = 1.0f;
       host[static_cast<size_t>(pi.offset + j)] = v;
     }
+  }
+  // pad_vocab's words (the header says why).
+  const int64_t tok_at = info[static_cast<size_t>(itok_)].offset, bias_at = info[static_cast<size_t>(idec_b_)].offset;
+  for (int64_t w = vocab_; w < model_vocab_; ++w) {
+    for (int64_t c = 0; c < hidden_; ++c) host[static_cast<size_t>(tok_at + w * hidden_ + c)] = 0.0f;
+    host[static_cast<size_t>(bias_at + w)] = kPaddedLogit;
   }
   store_->upload(host);
 }
@@ -154,11 +162,18 @@ BertActivations::BertActivations(Device& dev, const BertConfig& cfg, const Preci
     fin_mean = act(s_rows);
     fin_rstd = act(s_rows);
   }
-  t_pre = act_c(s_nc), t_act = act_c(s_nc), hm = act_c(s_nc);
-  t_mean = act(s_rows), t_rstd = act(s_rows);
-  logits = act(Shape{N, V}, pol.output);
-  dlogits = act_c(Shape{N, V});
-  if (!cfg.fused) probs = act(Shape{N, V});
+  const int64_t M = bert_mlm_rows(cfg, micro);
+  const Shape s_mc{M, C};
+  if (cfg.mlm_head == MlmHead::Sparse) {
+    pos = act(Shape{M}, DType::I32);
+    pos_labels = act(Shape{M}, DType::I32);
+    hs = act_c(s_mc);
+  }
+  t_pre = act_c(s_mc), t_act = act_c(s_mc), hm = act_c(s_mc);
+  t_mean = act(Shape{M}), t_rstd = act(Shape{M});
+  logits = act(Shape{M, V}, pol.output);
+  dlogits = act_c(Shape{M, V});
+  if (!cfg.fused) probs = act(Shape{M, V});
   // Scratch (one layer's temporaries, forward and backward).
   qkv = act_c(Shape{N, 3 * C});  // forward: the QKV projection; backward: dQKV
   proj = act_c(s_nc);              // dense outputs before dropout; their gradients after it
@@ -230,18 +245,21 @@ MemoryEstimate estimate_bert_memory(const BertConfig& cfg, const PrecisionPolicy
   acts += (ckpt ? sets - 1 : sets) * nc;                     // y (a segment's last layer writes a boundary)
   if (ckpt) acts += std::ceil(L / seg) * nc;                 // bounds[1..S]
   if (pre_ln) acts += nc + 2 * rows;                         // fin_out, fin_mean, fin_rstd
-  acts += 3 * nc + 2 * rows;                                 // t_pre, t_act, hm; t_mean, t_rstd
-  acts += N * V * dtype_bytes(pol.output) + N * V * c;       // logits, dlogits
-  if (!cfg.fused) acts += N * V * f32;                       // probs
+  // The MLM head on M rows (bert_mlm_rows: N when dense).
+  const double M = bert_mlm_rows_estimate(cfg, micro);
+  if (cfg.mlm_head == MlmHead::Sparse) acts += 2 * M * 4 + M * C * c;  // pos, pos_labels; hs
+  acts += 3 * M * C * c + 2 * M * f32;                       // t_pre, t_act, hm; t_mean, t_rstd
+  acts += M * V * dtype_bytes(pol.output) + M * V * c;       // logits, dlogits
+  if (!cfg.fused) acts += M * V * f32;                       // probs
   acts += N * 3 * C * c + nc;                                // qkv, proj
   if (cfg.dropout > 0.0f) acts += nc;                        // projd
   acts += attn_fused ? nc : 2 * scores + heads;              // a_s | scores, dprobs, att_s
   acts += 3 * nc + nf + 4 * heads;                           // g, s, da; df; datt, dq, dk, dv
   e[MemCategory::Activations] += acts;
 
-  // The largest matrix of a GEMM: the decoder's logits [N,V] and its weight
+  // The largest matrix of a GEMM: the decoder's logits [M,V] and its weight
   // [V,C], the FFN's [N,F] and [F,C], QKV's [N,3C], attention's [B*H,T,T].
-  const double largest = std::max({N * V, V * C, N * F, F * C, N * 3 * C, 3 * C * C, B * H * T * T});
+  const double largest = std::max({M * V, V * C, N * F, F * C, N * 3 * C, 3 * C * C, B * H * T * T});
   e[MemCategory::Workspace] = std::max(e[MemCategory::Workspace], gemm_conversion_workspace(pol, largest));
   return e;
 }

@@ -34,8 +34,16 @@ class BertParams {
  public:
   BertParams(ParamStore& store, const BertConfig& cfg);
   // BERT's initializer, uploaded: weights and embeddings N(0, 0.02)
-  // (initializer_range), biases 0, LayerNorm gamma 1 and beta 0.
+  // (initializer_range), biases 0, LayerNorm gamma 1 and beta 0. pad_vocab's
+  // extra words are masked out of the softmax by their parameters: their
+  // embedding rows are 0 and their decoder bias kPaddedLogit, so their logit
+  // is kPaddedLogit exactly, exp(kPaddedLogit - max) is exactly 0 in fp32,
+  // the loss and every other gradient are the unpadded model's, and their
+  // own gradients are exactly 0 (AdamW and SGD then leave them alone, up to
+  // weight decay shrinking the bias by lr x decay per step).
   void init(uint64_t seed);
+  // Finite in fp16 and bf16 (the logits' dtype may be either).
+  static constexpr float kPaddedLogit = -1e4f;
 
   ParamRef tok, pos, seg;               // word, position, token-type embeddings
   ParamRef eln_g, eln_b;                // post-LN: the embedding LayerNorm
@@ -50,6 +58,8 @@ class BertParams {
 
   ParamStore* store_;
   std::vector<Init> init_;
+  int64_t vocab_ = 0, model_vocab_ = 0, hidden_ = 0;  // pad_vocab's words: [vocab_, model_vocab_)
+  int itok_ = -1, idec_b_ = -1;
 };
 
 // What one layer's backward pass reads, as the forward pass leaves it.
@@ -102,8 +112,11 @@ class BertActivations {
   std::vector<BertLayerActs> sets;
   std::vector<DeviceBuffer> bounds;
   DeviceBuffer fin_out, fin_mean, fin_rstd;               // pre-LN: the final LayerNorm
-  DeviceBuffer t_pre, t_act, hm, t_mean, t_rstd;          // MLM head transform
-  DeviceBuffer logits, dlogits, probs;                    // [N,V]
+  // The MLM head, on M = bert_mlm_rows rows (N when dense).
+  DeviceBuffer pos, pos_labels;                           // sparse: gathered positions, their labels, int32 [M]
+  DeviceBuffer hs;                                        // sparse: the gathered head input [M,C]
+  DeviceBuffer t_pre, t_act, hm, t_mean, t_rstd;          // MLM head transform [M,C], statistics [M]
+  DeviceBuffer logits, dlogits, probs;                    // [M,V]
   DeviceBuffer qkv, proj, projd, a_s, scores, att_s, dprobs;  // forward scratch (some reused backward)
   DeviceBuffer g, s, da, df, datt, dq, dk, dv;            // backward scratch
 

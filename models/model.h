@@ -71,7 +71,10 @@ class Model {
   virtual double train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) = 0;
   virtual EvalSums eval_micro(const Tensor& x, const Tensor& y) = 0;
   // The logits of the last train_micro/eval_micro call ([rows, classes] or
-  // [rows*T, vocab]), for checks against a reference implementation.
+  // [rows*T, vocab]), for checks against a reference implementation. A head
+  // that decodes only the labelled positions (BERT's sparse MLM head) has
+  // fewer rows: the labelled positions first, in order, then rows that only
+  // fill its fixed shape.
   virtual Tensor logits() const { return Tensor{}; }
   // FLOPs of one training sample (forward + backward GEMMs), for GFLOP/s.
   virtual double train_flops_per_sample() const = 0;

@@ -26,4 +26,13 @@ inline const char* checkpoint_policy_name(CheckpointPolicy policy) {
   return "?";
 }
 
+// BERT's MLM head: which positions the transform and the tied decoder run on.
+enum class MlmHead {
+  Sparse,  // only the masked positions (gathered first), as NVIDIA's BERT does
+  Dense,   // every position (the loss then ignores the unmasked ones)
+};
+
+// "sparse", "dense": the configuration's names (model.mlm_head).
+inline const char* mlm_head_name(MlmHead head) { return head == MlmHead::Sparse ? "sparse" : "dense"; }
+
 }  // namespace mpb

@@ -16,6 +16,7 @@ void add_reduction_cases(std::vector<OpCase>& v);    // softmax_xent_* count_cor
 void add_layernorm_cases(std::vector<OpCase>& v);    // layernorm_* residual_layernorm_forward head shuffles
 void add_attention_cases(std::vector<OpCase>& v);    // masked_softmax_forward softmax_backward attention_*
 void add_embedding_cases(std::vector<OpCase>& v);    // embedding_forward/backward
+void add_label_position_cases(std::vector<OpCase>& v);  // label_positions + the sparse head's gather/scatter
 void add_optimizer_cases(std::vector<OpCase>& v);    // adamw_step sgd_step
 void add_gemm_cases(std::vector<OpCase>& v);         // gemm: modes, epilogues, batches, backward epilogues
 

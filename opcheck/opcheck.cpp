@@ -242,6 +242,7 @@ const std::vector<OpCase>& op_cases() {
     add_layernorm_cases(v);
     add_attention_cases(v);
     add_embedding_cases(v);
+    add_label_position_cases(v);
     add_optimizer_cases(v);
     add_gemm_cases(v);
     return v;

@@ -128,9 +128,14 @@ void export_reference(const ExperimentConfig& exp, const Cell& cell, const std::
   upload_batch(*dev, *model, b1, y);
   const double loss_sum = model->train_micro(model->input().row_slice(0, B), y, float(1.0 / double(labels)),
                                              GradMode::Overwrite);
-  const Tensor logits = model->logits();
+  Tensor logits = model->logits();
   if (logits.empty())
     throw std::runtime_error("model '" + config_value_string(cfg, "model.kind") + "' has no logits() (needed for the reference export)");
+  // A head that decodes only the labelled positions (BERT's sparse MLM head)
+  // has fewer logits rows than labels, the labelled positions first, in
+  // order: those rows are exported (the rest pad a fixed shape), and
+  // torch_reference.py keeps the same rows of its dense logits.
+  if (logits.rows() != rows) logits = logits.row_slice(0, b1.label_count());
   SafetensorsWriter res;
   res.set_metadata("format", "mpbench-reference-results");
   res.set_metadata("cell", cell_meta);

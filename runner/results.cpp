@@ -147,6 +147,7 @@ nlohmann::json repeat_result_json(int r, uint64_t seed, const RunRecord& rec, co
                        {"rule", kSteadyStateRule}};
   j["flops_per_step"] = rec.flops_per_step;
   j["recompute_flops_per_step"] = rec.recompute_flops_per_step;
+  j["model"] = rec.model;  // as built: BERT's decoder width (pad_vocab) and sparse-head rows
   if (cfg.numerics_every > 0) j["numerics"] = numerics_json(rec, cfg.numerics_every, cfg.warmup_steps);
   add_step_counters(j, rec, cfg.warmup_steps);  // runner/step_counters.h
   return j;

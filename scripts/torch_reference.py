@@ -184,6 +184,9 @@ def build_bert(meta):
     if heads <= 0 or C % heads:
         raise Unsupported(f"can't tell the number of attention heads (describe: {meta['model'].get('describe')!r})")
     pre_ln = "encoder.ln.weight" in shapes
+    # model.mlm_head: sparse (the default) runs the head on the masked
+    # positions only; results from before the key decoded every position.
+    sparse_head = meta["config"]["model"].get("mlm_head", "dense") == "sparse"
     # The fp32 values of core/precision.h's layernorm_eps() and
     # attention_mask_value() (the reference always runs fp32).
     eps = float(cfg["ln_eps"])
@@ -295,10 +298,13 @@ def build_bert(meta):
                 x = layer(x, key_valid)
             if pre_ln:
                 x = self.encoder.ln(x)
+            x = x.reshape(-1, C)
+            if sparse_head:  # the labelled (masked) positions, in order: mpbench's sparse logits() rows
+                x = x[batch["y"].reshape(-1) >= 0]
             t = self.cls.predictions.transform
             h = t.LayerNorm(gelu(t.dense(x)))
             logits = h @ self.embeddings.word_embeddings.weight.t() + self.cls.predictions.bias
-            return logits.reshape(-1, V)  # [B*T, V], rows as mpbench's logits()
+            return logits  # [B*T, V] (dense) or [masked, V] (sparse), rows as mpbench's logits()
 
     model = Bert()
     got, want = set(model.state_dict()), set(shapes)
@@ -341,6 +347,8 @@ def mean_loss(logits, y):
     """Softmax cross-entropy summed over labels >= 0, divided by their count (at least 1)."""
     keep = y >= 0
     count = max(1, int(keep.sum()))
+    if logits.shape[0] != y.shape[0]:  # a sparse head's logits: the labelled rows already
+        return F.cross_entropy(logits, y[keep], reduction="sum") / count
     return F.cross_entropy(logits[keep], y[keep], reduction="sum") / count
 
 

@@ -44,7 +44,7 @@ MlpConfig mlp_config(const CellConfig& cfg) {
   return m;
 }
 
-BertConfig bert_config(const CellConfig& cfg) {
+BertConfig bert_config(const CellConfig& cfg, bool cuda) {
   BertConfig c = bert_preset(cfg.model.size);
   if (cfg.model.layers > 0) c.layers = cfg.model.layers;
   if (cfg.model.hidden > 0) c.hidden = cfg.model.hidden;
@@ -54,7 +54,9 @@ BertConfig bert_config(const CellConfig& cfg) {
   c.seq_len = cfg.model.seq_len;
   c.pre_ln = cfg.model.pre_ln;
   c.dropout = float(cfg.model.dropout);
-  c.pad_vocab = cfg.model.pad_vocab;
+  c.pad_vocab = cfg.model.pad_vocab == PadVocab::On || (cfg.model.pad_vocab == PadVocab::Auto && cuda);
+  c.mlm_head = cfg.model.mlm_head;
+  c.mask_prob = mlm_options(cfg).mask_prob;  // the data's masking: the sparse head's capacity
   c.ln_eps = float(cfg.model.ln_eps);
   c.fused = cfg.fused;
   c.checkpointing = cfg.checkpointing;
@@ -69,7 +71,7 @@ std::unique_ptr<Model> build_model(Device& dev, const CellConfig& cfg, uint64_t 
     case ModelKind::Mlp:
       return make_mlp(dev, mlp_config(cfg), cfg.policy, micro, seed);
     case ModelKind::Bert:
-      return make_bert(dev, bert_config(cfg), cfg.policy, micro, seed);
+      return make_bert(dev, bert_config(cfg, dev.info().kind == "cuda"), cfg.policy, micro, seed);
   }
   throw std::invalid_argument("model.kind has no builder");
 }

@@ -31,7 +31,11 @@ std::vector<std::string> cell_warnings(const CellConfig& cfg);
 // (not validated: check_cell_model in train/cell_limits.h says what is wrong).
 MlpConfig mlp_config(const CellConfig& cfg);
 // The preset model.size, with model.layers/hidden/heads/ffn > 0 overriding it.
-BertConfig bert_config(const CellConfig& cfg);
+// model.pad_vocab auto pads the vocabulary on a CUDA device (`cuda`): the
+// decoder's bf16/fp16 rows are then 16-byte aligned (30522 -> 30528), which
+// cuBLASLt's fastest kernels (Hopper's TMA among them) need; on the CPU the
+// padded columns would be work for nothing.
+BertConfig bert_config(const CellConfig& cfg, bool cuda = false);
 // The vocabulary the data source produces (BERT's embedding rows).
 int token_vocab(const CellConfig& cfg);
 

@@ -33,6 +33,7 @@ Trainer::Trainer(Device& dev, Model& model, const Dataset& data, const CellConfi
   no_decay_ = no_decay_ranges(model.param_info(), exclude);
   rec_.flops_per_step = model.train_flops_per_sample() * double(cfg.batch_size);
   rec_.recompute_flops_per_step = model.recompute_flops_per_sample() * double(cfg.batch_size);
+  rec_.model = model.describe();
 }
 
 Trainer::~Trainer() { model_.set_probe({}); }

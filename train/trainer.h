@@ -56,6 +56,10 @@ struct RunRecord {
   std::map<std::string, int64_t> gemm_fallbacks;
   double flops_per_step = 0.0;            // model FLOPs (MFU)
   double recompute_flops_per_step = 0.0;  // checkpointing's second forward (HFU adds it)
+  // The model as built (Model::describe): what the configuration leaves to
+  // the device, such as BERT's decoder width under pad_vocab auto ("V30528"),
+  // and the sparse MLM head's rows.
+  std::string model;
 };
 
 // Testing aids that are not part of a cell's configuration (not in its JSON

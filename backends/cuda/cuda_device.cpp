@@ -290,12 +290,14 @@ void CudaDevice::check_flags_and_deferred(const char* op) {
     throw DeviceError(std::string(op) + ": earlier deferred CUDA error: " + e);
   }
   volatile int* flags = flags_host_;
-  // Both flags are read (and cleared) before throwing, so one error does not
+  // Every flag is read (and cleared) before throwing, so one error does not
   // hide behind the other at the next call.
   const bool bad_label = flags[kFlagBadLabel] != 0;
   const bool bad_id = flags[kFlagBadId] != 0;
+  const bool lost_label = flags[kFlagLostLabel] != 0;
   flags[kFlagBadLabel] = 0;
   flags[kFlagBadId] = 0;
+  flags[kFlagLostLabel] = 0;
   std::string msg;
   if (bad_label)
     msg += "a label >= the number of classes was found on the device (softmax_xent_* or count_correct since the "
@@ -304,6 +306,11 @@ void CudaDevice::check_flags_and_deferred(const char* op) {
     msg += std::string(msg.empty() ? "" : "; ") +
            "an id outside [0, table rows) was found on the device (embedding_forward/backward since the last "
            "synchronising call); their results are invalid";
+  if (lost_label)
+    msg += std::string(msg.empty() ? "" : "; ") +
+           "more labelled positions than label_positions' pos holds were found on the device (the sparse MLM "
+           "head's capacity); the loss of the others would be lost, so the results since the last synchronising "
+           "call are invalid";
   if (!msg.empty()) throw DeviceError(std::string(op) + ": " + msg);
 }
 

@@ -42,7 +42,7 @@ enum ScratchSlot : int {
 // Errors that kernels detect and can't throw: a kernel sets the flag (a plain
 // store of 1 into mapped pinned host memory) and the next synchronising call
 // raises a DeviceError.
-enum DeviceFlag : int { kFlagBadLabel = 0, kFlagBadId = 1, kFlagCount = 4 };
+enum DeviceFlag : int { kFlagBadLabel = 0, kFlagBadId = 1, kFlagLostLabel = 2, kFlagCount = 4 };
 
 // Threads per block of every kernel in the backend (a multiple of 32).
 constexpr int kThreads = 256;

@@ -114,6 +114,7 @@ class RecordingDevice final : public Device {
                                float) override {
     record("attention_backward");
   }
+  void label_positions_impl(const Tensor&, const Tensor&, const Tensor&) override { record("label_positions"); }
   void embedding_forward_impl(const Tensor&, const Tensor&, const Tensor&) override { record("embedding_forward"); }
   void embedding_backward_impl(const Tensor&, const Tensor&, const Tensor&, GradMode) override {
     record("embedding_backward");
@@ -299,6 +300,7 @@ Cases loss_cases(Arena& A) {
   const Tensor logits = A.t({2, 4}), logits16 = A.t({2, 4}, DType::F16), ilogits = A.t({2, 4}, DType::I32);
   const Tensor probs = A.t({2, 4}), probs16 = A.t({2, 4}, DType::F16), probs7 = A.t({7});
   const Tensor labels = A.t({2}, DType::I32), labels3 = A.t({3}, DType::I32), flabels = A.t({2});
+  const Tensor pos2 = A.t({2}, DType::I32), pos4 = A.t({4}, DType::I32);
   return {
       {"forward labels dtype", [=](Device& d) { d.softmax_xent_forward(probs, logits, flabels); },
        "softmax_xent_forward: labels must be int32, got float32 [2]"},
@@ -330,6 +332,14 @@ Cases loss_cases(Arena& A) {
        "count_correct: labels must hold 2 elements ([rows] of logits)"},
       {"count_correct logits int", [=](Device& d) { d.count_correct(ilogits, labels); },
        "count_correct: logits must be a float tensor"},
+      {"label_positions labels dtype", [=](Device& d) { d.label_positions(labels, pos2, flabels); },
+       "label_positions: labels must be int32, got float32 [2]"},
+      {"label_positions pos longer than labels", [=](Device& d) { d.label_positions(labels3, pos2, labels); },
+       "label_positions: pos must hold between 1 and labels' 2 positions, got int32 [3]"},
+      {"label_positions pos_labels count", [=](Device& d) { d.label_positions(labels, labels3, pos4); },
+       "label_positions: pos_labels must hold 2 elements (as many as pos)"},
+      {"label_positions in place", [=](Device& d) { d.label_positions(labels, pos2, labels); },
+       "label_positions: pos must not share labels's memory"},
   };
 }
 
@@ -608,6 +618,7 @@ TEST(DeviceContract, AGoodCallReachesItsOwnImplementation) {
       {"softmax_xent_backward", [&] { fake.softmax_xent_backward(logits, probs, labels, 0.5f); }},
       {"softmax_xent_fused", [&] { fake.softmax_xent_fused(logits, logits, labels, 0.5f); }},
       {"count_correct", [&] { fake.count_correct(logits, labels); }},
+      {"label_positions", [&] { fake.label_positions(A.t({1}, DType::I32), A.t({1}, DType::I32), labels); }},
       {"stats", [&] { fake.stats(half); }},
       {"exponent_histogram", [&] { fake.exponent_histogram(f4, -8, 16); }},
       {"add", [&] { fake.add(half, f4, m); }},
@@ -685,6 +696,34 @@ TEST(DeviceContract, CpuRejectsLabelsBeyondTheClasses) {
   const int32_t ignored[2] = {-1, 3};  // negative labels are ignored rows, not errors
   cpu->upload(labels, ignored);
   EXPECT_NO_THROW(cpu->softmax_xent_forward(probs, logits, labels));
+}
+
+// label_positions: more labelled positions than pos holds would drop their
+// loss; the CPU says so before writing anything (core/device.h).
+TEST(DeviceContract, CpuRejectsMoreLabelledPositionsThanTheCapacity) {
+  auto cpu = make_cpu_device();
+  DeviceBuffer labels = cpu->alloc(Shape{5}, DType::I32, MemCategory::Activations);
+  DeviceBuffer pos = cpu->alloc(Shape{2}, DType::I32, MemCategory::Activations);
+  DeviceBuffer pos_y = cpu->alloc(Shape{2}, DType::I32, MemCategory::Activations);
+  const int32_t three[5] = {-1, 4, 0, -100, 9};
+  const int32_t before[2] = {-7, -7};
+  cpu->upload(labels, three);
+  cpu->upload(pos, before);
+  try {
+    cpu->label_positions(pos, pos_y, labels);
+    ADD_FAILURE() << "3 labelled positions fitted into 2";
+  } catch (const std::out_of_range& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("label_positions: 3 labelled positions, but pos holds 2", 0), 0u) << e.what();
+  }
+  int32_t after[2] = {};
+  cpu->download(after, pos);
+  EXPECT_EQ(after[0], -7) << "nothing written";
+  const int32_t two[5] = {-1, 4, -1, -100, 9};  // exactly the capacity: fine
+  cpu->upload(labels, two);
+  cpu->label_positions(pos, pos_y, labels);
+  cpu->download(after, pos);
+  EXPECT_EQ(after[0], 1);
+  EXPECT_EQ(after[1], 4);
 }
 
 // core/device.h allows probs over fp32 logits (in place): the loss is the

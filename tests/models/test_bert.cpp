@@ -576,8 +576,10 @@ TEST(BertConfig, PresetsAndParameterNames) {
   EXPECT_EQ(m->input().dtype, DType::I32);
   EXPECT_EQ(m->input().shape, (Shape{2, T}));
   EXPECT_EQ(m->input_mask().shape, (Shape{2, T}));
-  // FLOPs per sequence: 3 x forward GEMMs.
-  const double fwd = 2.0 * (2 * (T * C * 3 * C + 2 * T * T * C + T * C * C + 2 * T * C * F) + T * C * C + T * C * V);
+  // FLOPs per sequence: 3 x forward GEMMs; the (default) sparse MLM head on
+  // the masked rows the model needs, 15% of the T - 2 maskable tokens.
+  const double R = 0.15 * (T - 2);
+  const double fwd = 2.0 * (2 * (T * C * 3 * C + 2 * T * T * C + T * C * C + 2 * T * C * F) + R * C * C + R * C * V);
   EXPECT_DOUBLE_EQ(m->train_flops_per_sample(), 3 * fwd);
 
   EXPECT_THROW(make_bert(*dev, [] { BertConfig b; b.hidden = 100; b.heads = 3; return b; }(), PrecisionPolicy{}, 1, 1),

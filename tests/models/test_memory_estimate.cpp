@@ -81,7 +81,7 @@ std::vector<Case> cases() {
   CellConfig pre = small_bert("fp32");
   pre.model.pre_ln = true;
   pre.model.dropout = 0.1;
-  pre.model.pad_vocab = true;
+  pre.model.pad_vocab = PadVocab::On;
   pre.checkpointing = CheckpointPolicy::Sqrt;
   pre.fused = true;
   out.push_back({"bert fp32 pre-LN dropout pad_vocab sqrt fused", pre});
@@ -133,7 +133,7 @@ TEST(MemoryEstimate, AbsurdSizesAreHugeNumbersNotOverflows) {
   bert.model.heads = 1;
   bert.model.seq_len = 2147483647;
   bert.data.vocab = 2147483647;
-  bert.model.pad_vocab = true;
+  bert.model.pad_vocab = PadVocab::On;
   const MemoryEstimate b = estimate_cell_memory(bert);
   EXPECT_TRUE(std::isfinite(b.total()));
   EXPECT_GT(b.total(), 1e20);

@@ -91,17 +91,24 @@ class BertMatchesPyTorch(ReferenceCase):
     def check_bert(self, cell_filter, name):
         self.check_cell(BERT_YAML, cell_filter, name, skip_if=BERT_NOT_WIRED)
 
+    # The matrix cells have the default sparse MLM head; two include cells the dense one.
     def test_post_ln(self):
-        self.check_bert("model.pre_ln=off,fusion=off", "bert_post_ln")
+        self.check_bert("model.pre_ln=off,fusion=off,model.mlm_head=sparse", "bert_post_ln")
 
     def test_post_ln_fused(self):
-        self.check_bert("model.pre_ln=off,fusion=on", "bert_post_ln_fused")
+        self.check_bert("model.pre_ln=off,fusion=on,model.mlm_head=sparse", "bert_post_ln_fused")
 
     def test_pre_ln(self):
-        self.check_bert("model.pre_ln=on,fusion=off", "bert_pre_ln")
+        self.check_bert("model.pre_ln=on,fusion=off,model.mlm_head=sparse", "bert_pre_ln")
 
     def test_pre_ln_fused(self):
-        self.check_bert("model.pre_ln=on,fusion=on", "bert_pre_ln_fused")
+        self.check_bert("model.pre_ln=on,fusion=on,model.mlm_head=sparse", "bert_pre_ln_fused")
+
+    def test_post_ln_dense_head(self):
+        self.check_bert("model.pre_ln=off,fusion=off,model.mlm_head=dense", "bert_post_ln_dense")
+
+    def test_pre_ln_fused_dense_head(self):
+        self.check_bert("model.pre_ln=on,fusion=on,model.mlm_head=dense", "bert_pre_ln_fused_dense")
 
 
 class ExportCli(ReferenceCase):
