@@ -68,5 +68,12 @@ inline void expect_errors(const std::vector<ErrorCase>& cases, const LoadOptions
   }
 }
 
+// Every cell of a loaded experiment, as the runner's per-cell checks take them.
+inline std::vector<const Cell*> all_cells(const ExperimentConfig& e) {
+  std::vector<const Cell*> out;
+  for (const Cell& c : e.cells) out.push_back(&c);
+  return out;
+}
+
 }  // namespace config_test
 }  // namespace mpb

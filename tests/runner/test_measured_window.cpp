@@ -17,12 +17,6 @@ namespace {
 using namespace config_test;
 namespace fs = std::filesystem;
 
-std::vector<const Cell*> all_cells(const ExperimentConfig& e) {
-  std::vector<const Cell*> out;
-  for (const Cell& c : e.cells) out.push_back(&c);
-  return out;
-}
-
 TEST(MeasuredWindow, CountsUnprobedStepsAfterWarmup) {
   CellConfig c;
   c.steps = 30;

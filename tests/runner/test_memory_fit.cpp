@@ -21,12 +21,6 @@ namespace {
 using namespace config_test;
 namespace fs = std::filesystem;
 
-std::vector<const Cell*> all_cells(const ExperimentConfig& e) {
-  std::vector<const Cell*> out;
-  for (const Cell& c : e.cells) out.push_back(&c);
-  return out;
-}
-
 // No machine has the terabytes these cells need; every machine has the
 // megabytes of the small ones.
 const char* const kWideMatrix = "name: fit\ndevice: cpu\nsteps: 6\nwarmup_steps: 0\nmatrix:\n  model.width: [64, 1000000]\n";

@@ -10,15 +10,12 @@
 
 #include "runner/config.h"
 #include "runner/shard.h"
+#include "tests/runner/config_test_helpers.h"
 
 namespace mpb {
 namespace {
 
-std::vector<const Cell*> all_cells(const ExperimentConfig& exp) {
-  std::vector<const Cell*> cells;
-  for (const Cell& c : exp.cells) cells.push_back(&c);
-  return cells;
-}
+using config_test::all_cells;
 
 ExperimentConfig load_file(const std::string& name) {
   return load_experiment(std::string(MPB_SOURCE_DIR) + "/experiments/" + name);
