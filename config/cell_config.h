@@ -100,6 +100,9 @@ struct CellConfig {
   std::string precision = "fp32";
   PrecisionPolicy policy;  // the default policy is fp32's
   bool fused = false;      // YAML `fusion: off | on`
+  // fp8.margin, fp8.amax_history_len, fp8.amax_compute_algo (Transformer
+  // Engine's DelayedScaling names): used by precision fp8 only.
+  Fp8Recipe fp8;
   LossScaleConfig loss_scale;
   CheckpointPolicy checkpointing = CheckpointPolicy::Off;
   int checkpoint_k = 2;

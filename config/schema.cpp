@@ -187,6 +187,10 @@ const std::vector<KeySpec>& keys() {
       integer("batch_size",                 at_least(1),     MPB_FIELD(batch_size)),
       precision("precision"),
       choice ("fusion", kOffOn,                              MPB_FIELD(fused), kOffOnAliases),
+      integer("fp8.margin",                 at_least(0),     MPB_FIELD(fp8.margin)),
+      integer("fp8.amax_history_len",       at_least(1),     MPB_FIELD(fp8.amax_history_len)),
+      choice ("fp8.amax_compute_algo", Names<AmaxAlgo>{{AmaxAlgo::Max, "max"}, {AmaxAlgo::MostRecent, "most_recent"}},
+                                                             MPB_FIELD(fp8.amax_compute_algo)),
       special("loss_scale",                 Type::LossScale, MPB_FIELD(loss_scale)),
       choice ("loss_scale.mode", Names<LS>{{LS::None, "none"}, {LS::Static, "static"}, {LS::Dynamic, "dynamic"}},
                                                              MPB_FIELD(loss_scale.mode)),
@@ -263,7 +267,7 @@ const KeySpec& device_spec() {
   return spec;
 }
 
-const std::vector<std::string> kSections = {"model", "data", "optimizer"};
+const std::vector<std::string> kSections = {"model", "data", "optimizer", "fp8"};
 const std::vector<std::string> kExperimentKeys = {"name",    "device",  "matrix",
                                                   "exclude", "include", "baseline"};
 
@@ -293,7 +297,7 @@ std::vector<std::string> top_level_keys() {
   for (const auto& spec : keys()) {
     if (spec.key.find('.') == std::string::npos) out.push_back(spec.key);
   }
-  out.insert(out.end(), {"model", "data", "optimizer", "matrix", "exclude", "include", "baseline"});
+  out.insert(out.end(), {"model", "data", "optimizer", "fp8", "matrix", "exclude", "include", "baseline"});
   return out;
 }
 
@@ -405,6 +409,9 @@ nlohmann::json cell_config_to_json(const CellConfig& config) {
       json["model"]["pad_vocab"] = "off";
       continue;
     }
+    // The fp8.* keys only mean something under precision fp8: other cells
+    // leave them out and keep the config_hash they had before the keys existed.
+    if (spec.key.rfind("fp8.", 0) == 0 && !config.policy.fp8) continue;
     std::string pointer = "/" + spec.key;
     std::replace(pointer.begin(), pointer.end(), '.', '/');
     json[nlohmann::json::json_pointer(pointer)] = std::visit(

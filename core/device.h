@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/device_counters.h"
+#include "core/fp8.h"
 #include "core/memory_tracker.h"
 #include "core/tensor.h"
 
@@ -103,6 +104,26 @@ const char* gemm_compute_name(GemmCompute c);  // "fp32", "tf32", "fp16", "bf16"
 enum class Epilogue { None, Bias, BiasRelu, BiasGelu, DGelu, DGeluBGrad };
 inline bool is_backward_epilogue(Epilogue e) { return e == Epilogue::DGelu || e == Epilogue::DGeluBGrad; }
 
+// An FP8 GEMM operand (Transformer Engine's recipe; scales from
+// core/fp8_scaling.h). The operand stays in its dtype (the compute mode's) and
+// is quantized on its way into the product: q = fp8(x * scale), saturating;
+// the product is computed from q / scale (power-of-two scales make that exact,
+// as cuBLASLt's descaling of the fp32 accumulator is), fp32 accumulation.
+//   scale:     [1] float32 on the device, read.
+//   amax:      empty, or [1] float32 on the device: max(amax, max |x|) is
+//              written (NaN when x holds a NaN), so a caller zeroes it once
+//              per step and micro-batches and several GEMMs reading one
+//              tensor fold into it.
+//   saturated: empty, or [1] float32: the count of elements with |x * scale|
+//              above the format's max (clamped to it) is added.
+// Only for batch == 1; the device must report fp8_gemm_support() other than
+// "unsupported...".
+struct GemmFp8Operand {
+  bool enabled = false;
+  Fp8Format format = Fp8Format::E4M3;
+  Tensor scale, amax, saturated;
+};
+
 struct GemmArgs {
   // C[m,n] = alpha * op(A)[m,k] . op(B)[k,n] + beta * C, then the epilogue.
   int64_t m = 0, n = 0, k = 0;
@@ -121,6 +142,8 @@ struct GemmArgs {
   // element offset i*stride_x of each operand. batch > 1 allows no epilogue.
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  // FP8 operands (both or neither): see GemmFp8Operand.
+  GemmFp8Operand fp8_a, fp8_b;
 };
 
 struct AdamWHyper {
@@ -238,6 +261,9 @@ class Device {
   // evidence beside which a process-wide override that turns "fp32" into TF32
   // (NVIDIA_TF32_OVERRIDE, ONEDNN_DEFAULT_FPMATH_MODE) shows.
   virtual std::string gemm_math(GemmCompute c) const = 0;
+  // FP8 operands (GemmFp8Operand): "native", "emulated", or "unsupported: WHY"
+  // (the CUDA backend names the GPU's compute capability).
+  virtual std::string fp8_gemm_support() const { return "unsupported: this device has no FP8 GEMM"; }
 
   // --- element-wise ----------------------------------------------------------
   // Float tensors; inputs and outputs have the same element count.

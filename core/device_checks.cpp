@@ -81,8 +81,25 @@ DType operand_dtype(GemmCompute c) {
   }
 }
 
+void check_fp8_operand(const char* which, const GemmFp8Operand& f) {
+  const char* op = "gemm";
+  const std::string name = std::string("fp8_") + which;
+  if (f.scale.dtype != DType::F32 || f.scale.numel() != 1 || f.scale.data == nullptr)
+    fail(op, name + ".scale must be one float32 on the device, got " + describe(f.scale));
+  if (!f.amax.empty() && (f.amax.dtype != DType::F32 || f.amax.numel() != 1))
+    fail(op, name + ".amax must be empty or one float32, got " + describe(f.amax));
+  if (!f.saturated.empty() && (f.saturated.dtype != DType::F32 || f.saturated.numel() != 1))
+    fail(op, name + ".saturated must be empty or one float32, got " + describe(f.saturated));
+}
+
 void check_gemm(const GemmArgs& g) {
   const char* op = "gemm";
+  if (g.fp8_a.enabled != g.fp8_b.enabled) fail(op, "fp8_a and fp8_b must be enabled together");
+  if (g.fp8_a.enabled) {
+    if (g.batch != 1) fail(op, "FP8 operands need batch == 1, got " + num(g.batch));
+    check_fp8_operand("a", g.fp8_a);
+    check_fp8_operand("b", g.fp8_b);
+  }
   if (g.m <= 0 || g.n <= 0 || g.k <= 0)
     fail(op, "m, n, k must be positive, got m=" + num(g.m) + " n=" + num(g.n) + " k=" + num(g.k));
   if (g.batch < 1) fail(op, "batch must be >= 1, got " + num(g.batch));
@@ -302,6 +319,10 @@ void Device::copy(const Tensor& dst, const Tensor& src) {
 // ---- GEMM --------------------------------------------------------------------------------
 void Device::gemm(const GemmArgs& args) {
   check_gemm(args);
+  if (args.fp8_a.enabled) {
+    const std::string fp8 = fp8_gemm_support();
+    if (fp8.rfind("unsupported", 0) == 0) throw DeviceError("gemm: FP8 operands: " + fp8);
+  }
   if (gemm_support(args.compute) == "unsupported")
     throw DeviceError(std::string("gemm: ") + gemm_compute_name(args.compute) + " is not supported on this " +
                       info().kind + " device");

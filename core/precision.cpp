@@ -43,7 +43,7 @@ PrecisionPolicy make(const std::string& name, DType param, bool master, DType co
 }
 
 const char* kAccepted =
-    "expected fp32, tf32, amp_fp16, amp_bf16, O0-O3, a dtype (float32, float16, bfloat16, half, full) or "
+    "expected fp32, tf32, amp_fp16, amp_bf16, fp8, O0-O3, a dtype (float32, float16, bfloat16, half, full) or "
     "a policy string like params=float32,compute=float16,output=float32";
 
 // Policies that can run but make no sense are errors, not surprises later.
@@ -93,7 +93,8 @@ PrecisionPolicy parse_policy_string(const std::string& text) {
 
 std::string PrecisionPolicy::describe() const {
   return std::string("params=") + dtype_name(param) + ",compute=" + dtype_name(compute) + ",output=" +
-         dtype_name(output) + ",gemm=" + gemm_compute_name(gemm) + ",master=" + (master_weights ? "yes" : "no");
+         dtype_name(output) + ",gemm=" + gemm_compute_name(gemm) + ",master=" + (master_weights ? "yes" : "no") +
+         (fp8 ? ",linear_gemm=fp8(e4m3 fwd,e5m2 grad)" : "");
 }
 
 PrecisionPolicy resolve_policy(const std::string& text) {
@@ -111,6 +112,10 @@ PrecisionPolicy resolve_policy(const std::string& text) {
     p = make(s, DType::F32, true, DType::F16, DType::F16);
   } else if (s == "amp_bf16") {
     p = make(s, DType::F32, true, DType::BF16, DType::BF16);
+  } else if (s == "fp8") {
+    // amp_bf16, with the linear layers' GEMMs in FP8 (models/linear.h).
+    p = make(s, DType::F32, true, DType::BF16, DType::BF16);
+    p.fp8 = true;
   } else if (s == "O2") {
     // apex O2: the model itself is half (weights and gradients), the
     // optimizer steps an fp32 master copy.

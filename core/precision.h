@@ -1,6 +1,6 @@
 // A precision policy: what parameters are stored in, what GEMMs and stored
 // activations compute in, and what the model's output (logits) is; parsed
-// from the presets (fp32, tf32, amp_fp16, amp_bf16), apex opt levels (O0-O3)
+// from the presets (fp32, tf32, amp_fp16, amp_bf16, fp8), apex opt levels (O0-O3)
 // or JMP-style policy strings (params=float32,compute=float16,output=float32).
 #pragma once
 
@@ -8,6 +8,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/fp8_scaling.h"
 
 namespace mpb {
 
@@ -23,6 +24,12 @@ struct PrecisionPolicy {
   DType compute = DType::F32;  // GEMM operands and stored activations
   DType output = DType::F32;   // logits
   GemmCompute gemm = GemmCompute::F32;
+  // Precision `fp8` (Transformer Engine's hybrid recipe): the linear layers'
+  // GEMMs take FP8 operands (E4M3 inputs and weights, E5M2 gradients) with
+  // delayed per-tensor scaling; everything else runs as amp_bf16 (compute,
+  // stored activations and the attention GEMMs bf16, fp32 master weights).
+  bool fp8 = false;
+  Fp8Recipe fp8_recipe;  // the cell's fp8.* keys (the cell factory copies them in)
 
   DType grad() const { return param; }
   bool is_mixed() const { return compute != DType::F32; }

@@ -178,7 +178,7 @@ class Bert final : public StoredParamsModel {
         // Fusion fuses the forward epilogues and, as in the MLP, the FFN's
         // GELU backward into its input-gradient GEMM (DGelu, or DGeluBGrad
         // writing the first FFN layer's bias gradient too).
-        lin_(dev, policy.gemm, LinearFusion{cfg.fused, cfg.fused}) {
+        lin_(dev, policy.gemm, LinearFusion{cfg.fused, cfg.fused}, fp8_.get()) {
     P_.init(seed);
   }
 

@@ -12,7 +12,15 @@ GemmArgs LinearOps::times_weight(const Tensor& c, const Tensor& a, const ParamRe
   g.trans_b = transpose_w;
   g.c = c;
   g.compute = compute_;
+  // Forward: input x weight; input gradient: grad_output x weight.
+  set_fp8(g, w, transpose_w ? Fp8Role::Input : Fp8Role::GradOutput, Fp8Role::Weight);
   return g;
+}
+
+void LinearOps::set_fp8(GemmArgs& g, const ParamRef& w, Fp8Role a, Fp8Role b) const {
+  if (!fp8_) return;
+  g.fp8_a = fp8_->operand(w.c.data, a, g.a.numel());
+  g.fp8_b = fp8_->operand(w.c.data, b, g.b.numel());
 }
 
 namespace {
@@ -63,6 +71,7 @@ void LinearOps::weight_grad(const ParamRef& w, const ParamRef& b, const Tensor& 
   g.c = w.g;
   g.beta = mode == GradMode::Accumulate ? 1.0f : 0.0f;
   g.compute = compute_;
+  set_fp8(g, w, Fp8Role::GradOutput, Fp8Role::Input);
   dev_->gemm(g);
   if (!b.g.empty()) dev_->bias_grad(b.g, dy, mode);
 }

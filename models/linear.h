@@ -18,6 +18,7 @@
 #pragma once
 
 #include "core/device.h"
+#include "models/fp8_linears.h"
 #include "models/param_store.h"
 
 namespace mpb {
@@ -29,7 +30,10 @@ struct LinearFusion {
 
 class LinearOps {
  public:
-  LinearOps(Device& dev, GemmCompute compute, LinearFusion fusion) : dev_(&dev), compute_(compute), fusion_(fusion) {}
+  // fp8: the FP8 state when the policy is `fp8` (every GEMM here then takes
+  // FP8 operands: E4M3 inputs and weights, E5M2 output gradients), else null.
+  LinearOps(Device& dev, GemmCompute compute, LinearFusion fusion, Fp8Linears* fp8 = nullptr)
+      : dev_(&dev), compute_(compute), fusion_(fusion), fp8_(fp8) {}
 
   // out[M,n] = in[M,k] . W[n,k]^T + b.
   void forward(const Tensor& out, const Tensor& in, const ParamRef& w, const ParamRef& b) const;
@@ -67,9 +71,13 @@ class LinearOps {
   // W^T in the forward pass (transpose_w), W for the input gradient.
   GemmArgs times_weight(const Tensor& c, const Tensor& a, const ParamRef& w, bool transpose_w) const;
 
+  // Under fp8: A's and B's FP8 operands for a GEMM of layer w.
+  void set_fp8(GemmArgs& g, const ParamRef& w, Fp8Role a, Fp8Role b) const;
+
   Device* dev_;
   GemmCompute compute_;
   LinearFusion fusion_;
+  Fp8Linears* fp8_;
 };
 
 }  // namespace mpb

@@ -24,7 +24,7 @@ class Mlp final : public StoredParamsModel {
  public:
   Mlp(Device& dev, const MlpConfig& cfg, const PrecisionPolicy& policy, int64_t micro, uint64_t seed)
       : StoredParamsModel(dev, policy), dev_(dev), cfg_(cfg), pol_(policy), B_(micro),
-        lin_(dev, policy.gemm, LinearFusion{cfg.fused, cfg.fused}) {
+        lin_(dev, policy.gemm, LinearFusion{cfg.fused, cfg.fused}, fp8_.get()) {
     // Layer dims: input -> width x hidden_layers -> classes.
     int prev = cfg.input_dim;
     for (int l = 0; l <= cfg.hidden_layers; ++l) {

@@ -40,6 +40,8 @@ struct EvalSums {
 enum class ProbeKind { Activation, ActivationGrad };
 using ProbeFn = std::function<void(ProbeKind, const Tensor&)>;
 
+class Fp8Linears;  // models/fp8_linears.h
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -76,6 +78,9 @@ class Model {
   // fewer rows: the labelled positions first, in order, then rows that only
   // fill its fixed shape.
   virtual Tensor logits() const { return Tensor{}; }
+  // Precision fp8: the linear layers' FP8 scales (models/fp8_linears.h), which
+  // the trainer updates after every step; null otherwise.
+  virtual Fp8Linears* fp8() { return nullptr; }
   // FLOPs of one training sample (forward + backward GEMMs), for GFLOP/s.
   virtual double train_flops_per_sample() const = 0;
   // The forward GEMM FLOPs of one sample that gradient checkpointing runs a

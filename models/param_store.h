@@ -18,11 +18,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/device.h"
 #include "core/precision.h"
+#include "models/fp8_linears.h"
 #include "models/model.h"
 
 namespace mpb {
@@ -96,11 +98,14 @@ class StoredParamsModel : public Model {
   Tensor grads() override { return store_.grads(); }
   Tensor weight_copy() override { return store_.weight_copy(); }
   void load_compute_weights() override { store_.load_compute_weights(); }
+  Fp8Linears* fp8() override { return fp8_.get(); }
 
  protected:
-  StoredParamsModel(Device& dev, const PrecisionPolicy& policy) : store_(dev, policy) {}
+  StoredParamsModel(Device& dev, const PrecisionPolicy& policy)
+      : store_(dev, policy), fp8_(policy.fp8 ? std::make_unique<Fp8Linears>(dev, policy.fp8_recipe) : nullptr) {}
 
   ParamStore store_;
+  std::unique_ptr<Fp8Linears> fp8_;  // precision fp8: the linear layers' scales; else null
 };
 
 }  // namespace mpb

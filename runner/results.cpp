@@ -55,10 +55,19 @@ double numerics_cost_fraction(const RunRecord& rec, int warmup) {
 
 nlohmann::json numerics_json(const RunRecord& rec, int every, int warmup) {
   nlohmann::json samples = nlohmann::json::array();
-  for (const NumericsSample& s : rec.numerics)
-    samples.push_back({{"step", s.step}, {"grads", numerics_stats_json(s.grads)},
-                       {"weight_grads", numerics_stats_json(s.weight_grads)},
-                       {"activations", numerics_stats_json(s.activations)}});
+  for (const NumericsSample& s : rec.numerics) {
+    nlohmann::json sample = {{"step", s.step}, {"grads", numerics_stats_json(s.grads)},
+                             {"weight_grads", numerics_stats_json(s.weight_grads)},
+                             {"activations", numerics_stats_json(s.activations)}};
+    if (!s.fp8.empty()) {  // precision fp8 only, so other cells' files are unchanged
+      nlohmann::json tensors = nlohmann::json::array();
+      for (const Fp8TensorReport& t : s.fp8)
+        tensors.push_back({{"name", t.name}, {"format", t.format}, {"scale", t.scale}, {"amax", t.amax},
+                           {"saturated_fraction", t.saturated_fraction}});
+      sample["fp8"] = tensors;
+    }
+    samples.push_back(sample);
+  }
   return {{"sample_every", every}, {"cost_fraction", numerics_cost_fraction(rec, warmup)}, {"samples", samples}};
 }
 
@@ -180,6 +189,7 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
                     {"output", dtype_name(p.output)}, {"grads", dtype_name(p.grad())},
                     {"gemm", gemm_compute_name(p.gemm)}, {"master_weights", p.master_weights},
                     {"gemm_impl", ctx.gemm_support}};
+  if (p.fp8) j["precision"]["linear_gemm"] = "fp8";  // only fp8 cells: other cells' files are unchanged
   // The GEMM math asked for, and the variables set that can change it behind
   // the library's back (NVIDIA_TF32_OVERRIDE=1 makes "fp32" TF32): per cell,
   // so a cell read alone still says what its "fp32" was.

@@ -237,6 +237,10 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     if (probe->gemm_support(g) == "unsupported")
       throw DeviceError("cell " + c->id + ": " + info.name + " cannot run " + name + " GEMMs (precision '" +
                         c->config.precision + "')");
+    if (c->config.policy.fp8) {  // e.g. "... has compute capability 8.6; FP8 GEMMs need 8.9 ..."
+      const std::string fp8 = probe->fp8_gemm_support();
+      if (fp8.rfind("unsupported", 0) == 0) throw DeviceError("cell " + c->id + ": precision fp8: " + fp8);
+    }
     if (!ceiling.count(name)) {
       if (!opt.quiet) std::fprintf(stderr, "runner: measuring the %s GEMM ceiling on %s...\n", name.c_str(), info.name.c_str());
       ceiling[name] = measure_gemm_ceiling(*probe, g, 0, 5, &g_interrupted);
@@ -461,6 +465,11 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         ctx.policy = cfg.policy;
         ctx.gemm_support = probe->gemm_support(ctx.policy.gemm);
         ctx.gemm_math = probe->gemm_math(ctx.policy.gemm);
+        if (ctx.policy.fp8) {  // the linear layers' GEMMs are the FP8 ones; the rest (attention) keep bf16
+          ctx.gemm_support = probe->fp8_gemm_support();
+          ctx.gemm_math = "linear layers: FP8 operands (E4M3 inputs/weights, E5M2 gradients, per-tensor scales), " +
+                          ctx.gemm_support + "; other GEMMs: " + ctx.gemm_math;
+        }
         ctx.environment_overrides = manifest["environment"].value("overrides", nlohmann::json::object());
         for (const auto& x : reps) ctx.ceiling_gflops = std::max(ctx.ceiling_gflops, x.at("ceiling_gflops").get<double>());
         ctx.estimated_time = cell_cost_json(cfg, estimate_cell_cost(cfg, cost_basis), cost_basis);

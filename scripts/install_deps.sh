@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what mpbench needs on a fresh Debian/Ubuntu machine, from Debian's packages only.
-# Skips apt entirely when everything is already present, so re-running it is cheap.
+# Installs what mpbench needs on a fresh Debian/Ubuntu machine: Debian's packages, plus
+# one test-only module from PyPI (ml-dtypes, the independent FP8 reference of
+# tests/numerics/test_fp8_ml_dtypes.py; without it that test skips and nothing else changes).
+# Skips apt and pip entirely when everything is already present, so re-running it is cheap.
 # Usage: install_deps.sh [--fuzz | --with-slurm]
 #   --fuzz: also clang, libFuzzer and llvm-symbolizer (scripts/fuzz_config.sh asks for them)
 #   --with-slurm: also Slurm's controller, node daemon, clients and munge, for the
@@ -14,6 +16,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake package (dnnl-config.cmake) calls find_package(OpenCL)
   python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-torch
+  python3-pip  # for ml-dtypes below
   libopenblas0-pthread  # an optimised BLAS for PyTorch/numpy: the speed comparison's baseline is then fair
   chromium
 )
@@ -56,4 +59,17 @@ if ((${#missing[@]})); then
   fi
 else
   echo "install_deps: all packages present"
+fi
+
+# ml-dtypes (float8_e4m3fn, float8_e5m2) is not packaged by Debian. Pinned to
+# 0.5.4 and installed without dependencies, so pip never replaces Debian's
+# numpy: 0.5.4 declares numpy>=1.21 and works with Debian 12's 1.24, while
+# 0.6.0, the newest, imports numpy.exceptions, which 1.24 lacks. A failure
+# (no network) is a warning: only the FP8 comparison test needs it, and it
+# then reports itself skipped.
+if ! /usr/bin/python3 -c 'import ml_dtypes' 2>/dev/null; then
+  echo "install_deps: installing ml-dtypes==0.5.4 from PyPI (test-only)"
+  if ! /usr/bin/python3 -m pip install -q --root-user-action=ignore --break-system-packages --no-deps 'ml-dtypes==0.5.4'; then
+    echo "install_deps: warning: could not install ml-dtypes; py.test_fp8_ml_dtypes will be skipped" >&2
+  fi
 fi

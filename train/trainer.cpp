@@ -160,6 +160,12 @@ void Trainer::step(int step) {
     }
     if (!copies_written) model_.load_compute_weights();
   }
+  // Precision fp8: this step's amaxes into the histories, next step's scales
+  // (after skipped steps too, as Transformer Engine does).
+  if (Fp8Linears* fp8 = model_.fp8()) {
+    fp8->update();
+    if (probe_step) sample.fp8 = fp8->last_step();
+  }
   if (opt_.inject_step_delay_ms > 0)  // the device keeps running queued work meanwhile; the timer sees the wait
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt_.inject_step_delay_ms));
   timer_->stop();
@@ -197,6 +203,7 @@ EvalPoint Trainer::evaluate(int step) {
     total.correct += s.correct;
     total.count += s.count;
   }
+  if (Fp8Linears* fp8 = model_.fp8()) fp8->discard();  // evaluation's amaxes are no training step's
   return {step, total.loss_sum / double(total.count), double(total.correct) / double(total.count)};
 }
 

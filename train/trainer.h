@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/device.h"
+#include "models/fp8_linears.h"
 #include "models/model.h"
 #include "models/dataset.h"
 #include "models/memory_estimate.h"
@@ -37,6 +38,9 @@ struct NumericsSample {
   NumericsStats grads;         // activation gradients, compute dtype
   NumericsStats weight_grads;  // weight gradients as stored (scaled by the loss scale)
   NumericsStats activations;   // stored activations, compute dtype
+  // Precision fp8: each linear layer's FP8 tensors (input, weight,
+  // grad_output) with the scale this step used, its amax and saturated fraction.
+  std::vector<Fp8TensorReport> fp8;
 };
 constexpr int kHistLo = -50;     // bins cover 2^-50 .. 2^22
 constexpr int kHistBins = 72;

@@ -43,6 +43,7 @@ class CpuDevice final : public Device {
   std::unique_ptr<DeviceTimer> make_timer() override;
   std::string gemm_support(GemmCompute c) const override;  // backends/cpu/gemm_onednn.cpp
   std::string gemm_math(GemmCompute c) const override;     // backends/cpu/gemm_onednn.cpp
+  std::string fp8_gemm_support() const override;           // backends/cpu/gemm_onednn.cpp
   std::optional<size_t> free_memory_bytes() const override { return host_available_memory_bytes(); }
 
  protected:

@@ -6,6 +6,11 @@
 //  - fp16, tf32: "emulated": operands rounded to the format (fp16 is exact in
 //    fp32; tf32 keeps 10 mantissa bits), then an fp32 matmul. That is what
 //    tensor cores compute: exact products of the rounded operands, fp32 sums.
+//  - FP8 operands (GemmArgs::fp8_a/b, any compute mode): "emulated": each
+//    operand x becomes fp8(x * scale) / scale (core/fp8.h, saturating), with
+//    its amax and saturation count recorded on the way, then an fp32 matmul:
+//    exact products of FP8 values (4 + 4 significant bits), fp32 sums, as an
+//    FP8 tensor core computes them.
 // Strided batches (GemmArgs::batch > 1, attention's per-head products) are one
 // oneDNN matmul over 3-D descriptors {batch, rows, cols} whose leading stride
 // is the element stride between matrices (>= the matrix size: gaps allowed,
@@ -15,13 +20,16 @@
 // The argument rules (core/device.h) are checked by Device::gemm before this runs.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 
 #include "backends/cpu/cpu_device_impl.h"
+#include "core/fp8.h"
 #include "core/numerics.h"
+#include "ops/dtype_io.h"
 
 namespace mpb::cpu {
 
@@ -141,6 +149,8 @@ std::string CpuDevice::gemm_math(GemmCompute c) const {
   return "unknown";
 }
 
+std::string CpuDevice::fp8_gemm_support() const { return "emulated"; }
+
 namespace {
 
 // Elements an operand of `batch` matrices of `size` elements, `stride` apart,
@@ -158,6 +168,34 @@ void widen_operand(float* dst, const Tensor& src, int64_t n, GemmCompute compute
   } else {
     convert(Tensor(dst, DType::F32, Shape{n}), src.flat_slice(0, n));
   }
+}
+
+// fp32 copy of an FP8 operand as the product sees it: fp8(x * scale) / scale.
+// The division is exact for the power-of-two scales of core/fp8_scaling.h (an
+// FP8 value has 4 significant bits at most, and 2^-16 * 2^-127 is still above
+// fp32's smallest subnormal). Folds max |x| into *amax (NaN wins, as a NaN in
+// the tensor must reach the scale update) and adds the saturated count.
+void quantize_operand_fp8(float* dst, const Tensor& src, int64_t n, const GemmFp8Operand& f) {
+  const float scale = *static_cast<const float*>(f.scale.data);
+  const float fmax = fp8_max(f.format);
+  float amax = 0.0f;
+  int64_t saturated = 0, nans = 0;
+#pragma omp parallel for reduction(max : amax) reduction(+ : saturated, nans)
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = scalar::load_f32(src.data, src.dtype, i);
+    const float ax = x < 0.0f ? -x : x;
+    if (x != x) ++nans;
+    else amax = ax > amax ? ax : amax;
+    const float scaled = x * scale;
+    if (scaled > fmax || scaled < -fmax) ++saturated;
+    dst[i] = fp8_bits_to_float(float_to_fp8_bits(scaled, f.format, /*saturate=*/true), f.format) / scale;
+  }
+  if (!f.amax.empty()) {
+    float& out = *static_cast<float*>(f.amax.data);
+    if (nans > 0) out = std::numeric_limits<float>::quiet_NaN();
+    else if (!(out >= amax) && out == out) out = amax;  // out == out: a NaN already recorded stays
+  }
+  if (!f.saturated.empty()) *static_cast<float*>(f.saturated.data) += static_cast<float>(saturated);
 }
 
 // dst[i*stride .. +size) = src[i*stride .. +size) for every matrix of a batch:
@@ -188,7 +226,9 @@ void CpuDevice::gemm_impl(const GemmArgs& g) {
     if (g.epilogue == Epilogue::DGeluBGrad) bias_grad_impl(g.bias_grad_out, g.c, GradMode::Overwrite);
     return;
   }
-  const bool direct = g.compute == GemmCompute::F32 || (g.compute == GemmCompute::BF16 && onednn_->native_bf16);
+  const bool fp8 = g.fp8_a.enabled;
+  const bool direct =
+      !fp8 && (g.compute == GemmCompute::F32 || (g.compute == GemmCompute::BF16 && onednn_->native_bf16));
   void* a = g.a.data;
   void* b = g.b.data;
   dt op_type = to_dnnl(g.a.dtype);
@@ -197,8 +237,13 @@ void CpuDevice::gemm_impl(const GemmArgs& g) {
   if (!direct) {  // emulate: fp32 operands holding the rounded values (every batch's)
     a = workspace(0, span_a * sizeof(float));
     b = workspace(1, span_b * sizeof(float));
-    widen_operand(static_cast<float*>(a), g.a, span_a, g.compute);
-    widen_operand(static_cast<float*>(b), g.b, span_b, g.compute);
+    if (fp8) {
+      quantize_operand_fp8(static_cast<float*>(a), g.a, span_a, g.fp8_a);
+      quantize_operand_fp8(static_cast<float*>(b), g.b, span_b, g.fp8_b);
+    } else {
+      widen_operand(static_cast<float*>(a), g.a, span_a, g.compute);
+      widen_operand(static_cast<float*>(b), g.b, span_b, g.compute);
+    }
     op_type = dt::f32;
   }
 

@@ -66,6 +66,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<DeviceTimer> make_timer() override;
   std::string gemm_support(GemmCompute c) const override;
   std::string gemm_math(GemmCompute c) const override;
+  std::string fp8_gemm_support() const override;  // by compute capability
   std::optional<size_t> free_memory_bytes() const override;  // cudaMemGetInfo
   std::optional<size_t> reserved_peak_bytes() const override { return reserved_peak_; }  // cudaMalloc'd
 

@@ -26,6 +26,17 @@ TEST(Precision, Presets) {
   EXPECT_EQ(p.gemm, GemmCompute::BF16);
 }
 
+TEST(Precision, Fp8IsAmpBf16WithFp8LinearGemms) {
+  const PrecisionPolicy p = resolve_policy("fp8");
+  EXPECT_TRUE(p.fp8);
+  EXPECT_EQ(p.param, DType::F32);  // fp32 master weights
+  EXPECT_TRUE(p.master_weights);
+  EXPECT_EQ(p.compute, DType::BF16);  // bf16 elsewhere
+  EXPECT_EQ(p.gemm, GemmCompute::BF16);
+  EXPECT_NE(p.describe().find("fp8"), std::string::npos);
+  EXPECT_FALSE(resolve_policy("amp_bf16").fp8);
+}
+
 TEST(Precision, ApexOptLevels) {
   EXPECT_EQ(resolve_policy("O0").compute, DType::F32);
   PrecisionPolicy o1 = resolve_policy("O1");

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "config/schema.h"
 #include "core/precision.h"
 #include "runner/config.h"
 #include "tests/runner/config_test_helpers.h"
@@ -350,6 +351,23 @@ TEST(ConfigErrors, EmptyValuePointsAtItsKey) {
                "expected an integer, got an empty value");
 }
 
+TEST(LoadExperiment, Fp8RecipeKeys) {
+  const CellConfig c = load("name: x\nprecision: fp8\nfp8: {margin: 2, amax_history_len: 16, "
+                            "amax_compute_algo: most_recent}\n")
+                           .cells.at(0)
+                           .config;
+  EXPECT_TRUE(c.policy.fp8);
+  EXPECT_EQ(c.fp8.margin, 2);
+  EXPECT_EQ(c.fp8.amax_history_len, 16);
+  EXPECT_EQ(c.fp8.amax_compute_algo, AmaxAlgo::MostRecent);
+  // Only fp8 cells write the keys into their configuration (and hash).
+  EXPECT_EQ(cell_config_to_json(c)["fp8"]["margin"], 2);
+  const CellConfig bf16 = load("name: x\nprecision: amp_bf16\n").cells.at(0).config;
+  EXPECT_FALSE(cell_config_to_json(bf16).contains("fp8"));
+  expect_error("name: x\nfp8:\n  amax_compute_algo: maximum\n", 3, 22, "fp8.amax_compute_algo",
+               "expected one of max, most_recent, got 'maximum'");
+}
+
 TEST(ConfigErrors, UnknownChoiceSuggestsNearest) {
   expect_error("name: x\nmodel:\n  activation: gleu\n", 3, 15, "model.activation",
                "expected one of gelu, relu, got 'gleu'; did you mean 'gelu'?");
@@ -405,6 +423,8 @@ TEST(ConfigErrors, OutOfRange) {
        "must be >= 1, got 0"},
       {"loss_scale: {mode: dynamic, hysteresis: 0}", "loss_scale.hysteresis",
        "must be >= 1, got 0"},
+      {"fp8: {margin: -1}", "fp8.margin", "must be >= 0, got -1"},
+      {"fp8: {amax_history_len: 0}", "fp8.amax_history_len", "must be >= 1, got 0"},
   };
   for (const auto& c : cases) {
     // Range errors come before the not-supported-yet check, so they are reported
