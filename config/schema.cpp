@@ -32,8 +32,6 @@ struct NotYetRow {
 // clang-format off
 const std::vector<NotYetRow>& not_supported_yet_table() {
   static const std::vector<NotYetRow> rows = {
-      {"optimizer.kind",  "optimizer.kind",  {"adamw", "sgd"},
-       "LAMB is planned; adamw and sgd are implemented"},
   };
   return rows;
 }
@@ -249,6 +247,7 @@ const std::vector<KeySpec>& keys() {
                                                 {LrDecay::Cosine, "cosine"}},
                                                              MPB_FIELD(optimizer.decay)),
       decay_exclude("optimizer.decay_exclude"),
+      choice ("optimizer.bias_correction", kOffOn,           MPB_FIELD(optimizer.bias_correction), kOffOnAliases),
   };
   return table;
 }
@@ -391,6 +390,10 @@ nlohmann::json cell_config_to_json(const CellConfig& config) {
     // keep their config_hash and earlier results still match them; a list
     // that excludes something (BERT's default) is always written.
     if (spec.type == schema::Type::NameList && std::get<std::vector<std::string>>(spec.get(config)).empty()) continue;
+    // optimizer.bias_correction means something to LAMB only (check_cell_config
+    // rejects it off elsewhere): other cells keep the config_hash they had
+    // before the key existed.
+    if (spec.key == "optimizer.bias_correction" && config.optimizer.kind != OptimizerKind::Lamb) continue;
     std::string pointer = "/" + spec.key;
     std::replace(pointer.begin(), pointer.end(), '.', '/');
     json[nlohmann::json::json_pointer(pointer)] = std::visit(
