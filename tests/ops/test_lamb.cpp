@@ -76,11 +76,15 @@ struct Layout {
 // dtype after each step, as the device stores them (apex O3: no fp32 master
 // copy), so both follow the same trajectory.
 void check(Device& dev, DType param_t, DType grad_t, bool bias_correction, const std::vector<int64_t>& sizes,
-           int steps) {
+           int steps, float weight_decay = 0.01f) {
   const Layout L(sizes);
   const int64_t n = L.n;
-  const PaperLamb ph{1e-2, 0.9, 0.999, 1e-6, 0.01, bias_correction};
-  const LambHyper h{1e-2f, 0.9f, 0.999f, 1e-6f, 0.01f, 1, bias_correction};
+  const LambHyper h{1e-2f, 0.9f, 0.999f, 1e-6f, weight_decay, 1, bias_correction};
+  // The reference takes the fp32 values the device is given (0.999f is not
+  // 0.999: 1 - beta2 differs by 1.3e-5 of itself, which without bias
+  // correction is a 6e-6 relative difference in every step).
+  const PaperLamb ph{double(h.lr), double(h.beta1), double(h.beta2), double(h.eps), double(h.weight_decay),
+                     bias_correction};
   const float grad_scale = 0.5f;  // an unscale factor: the update sees grad * 0.5
 
   std::mt19937 rng(1234);
@@ -165,6 +169,10 @@ TEST_F(Lamb, HalfWeights) {
   check(*dev_, DType::BF16, DType::BF16, true, kSizes, 3);
   check(*dev_, DType::F16, DType::F32, true, kSizes, 3);
 }
+// Decay strong enough that wd * w (10 * 0.05) is as large as the Adam
+// direction (about 1 per element): the decay term's place in u, and so in
+// ||u||, changes the trust ratio by tens of percent if it is wrong.
+TEST_F(Lamb, StrongDecay) { check(*dev_, DType::F32, DType::F32, true, kSizes, 4, 10.0f); }
 // More tensors than one CUDA launch takes (64): the pieces must keep each
 // tensor's scratch slot and decay bit.
 TEST_F(Lamb, ManyTensors) {
