@@ -97,7 +97,9 @@ TEST(CudaStepCounters, LambStepsAllocateNothingAndAddNoSync) {
       const RunRecord r = train(*dev, *model, *data, c);
       for (int s = 0; s < c.steps; ++s) {
         EXPECT_EQ(r.allocs[s], 0) << "step " << s + 1;
-        if (!r.probed[s]) EXPECT_EQ(r.host_syncs[s], c.accumulation + 2) << "step " << s + 1;
+        if (!r.probed[s]) {
+          EXPECT_EQ(r.host_syncs[s], c.accumulation + 2) << "step " << s + 1;
+        }
       }
     }
 }
