@@ -23,7 +23,7 @@ namespace mpb {
 enum class LossScaleMode { None, Static, Dynamic };
 enum class ModelKind { Mlp, Bert };
 enum class DataKind { Teacher, Markov, Text };
-enum class OptimizerKind { AdamW, Sgd, Lamb };  // lamb: valid, rejected as "not supported yet"
+enum class OptimizerKind { AdamW, Sgd, Lamb };
 enum class LrDecay { None, Linear, Cosine };
 // model.pad_vocab: auto pads where it pays, for BERT cells on a CUDA device (train/cell_factory.h).
 enum class PadVocab { Off, On, Auto };
@@ -83,6 +83,9 @@ struct OptimizerConfig {
   // Parameters that get no weight decay (YAML optimizer.decay_exclude: [bias,
   // layernorm]); unset: the model's recipe (effective_decay_exclude).
   std::optional<std::vector<ParamRole>> decay_exclude;
+  // LAMB: divide the moments by 1 - beta^t (apex FusedLAMB's bias_correction,
+  // on by default as there); AdamW always does, so off is LAMB-only.
+  bool bias_correction = true;
 };
 
 // One fully resolved training run (a cell of the matrix).

@@ -32,8 +32,6 @@ struct NotYetRow {
 // clang-format off
 const std::vector<NotYetRow>& not_supported_yet_table() {
   static const std::vector<NotYetRow> rows = {
-      {"optimizer.kind",  "optimizer.kind",  {"adamw", "sgd"},
-       "LAMB is planned; adamw and sgd are implemented"},
   };
   return rows;
 }
@@ -256,6 +254,7 @@ const std::vector<KeySpec>& keys() {
                                                 {LrDecay::Cosine, "cosine"}},
                                                              MPB_FIELD(optimizer.decay)),
       decay_exclude("optimizer.decay_exclude"),
+      choice ("optimizer.bias_correction", kOffOn,           MPB_FIELD(optimizer.bias_correction), kOffOnAliases),
   };
   return table;
 }
@@ -412,6 +411,10 @@ nlohmann::json cell_config_to_json(const CellConfig& config) {
     // The fp8.* keys only mean something under precision fp8: other cells
     // leave them out and keep the config_hash they had before the keys existed.
     if (spec.key.rfind("fp8.", 0) == 0 && !config.policy.fp8) continue;
+    // optimizer.bias_correction means something to LAMB only (check_cell_config
+    // rejects it off elsewhere): other cells keep the config_hash they had
+    // before the key existed.
+    if (spec.key == "optimizer.bias_correction" && config.optimizer.kind != OptimizerKind::Lamb) continue;
     std::string pointer = "/" + spec.key;
     std::replace(pointer.begin(), pointer.end(), '.', '/');
     json[nlohmann::json::json_pointer(pointer)] = std::visit(

@@ -295,6 +295,11 @@ std::optional<CellProblem> check_cell_config(const CellConfig& c, bool reject_un
                        "optimizer.warmup (" + std::to_string(c.optimizer.warmup) +
                            ") must be less than steps (" + std::to_string(c.steps) + ")"};
   }
+  if (!c.optimizer.bias_correction && c.optimizer.kind != OptimizerKind::Lamb) {
+    return CellProblem{{"optimizer.bias_correction", "optimizer.kind"},
+                       "optimizer.bias_correction off applies to LAMB only (AdamW always corrects its moments; "
+                       "got optimizer.kind " + name("optimizer.kind") + ")"};
+  }
   if (c.model.kind == ModelKind::Mlp && c.checkpointing != CheckpointPolicy::Off) {
     return CellProblem{{"checkpointing", "model.kind"},
                        "checkpointing '" + name("checkpointing") +

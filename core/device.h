@@ -150,6 +150,22 @@ struct AdamWHyper {
   float lr, beta1, beta2, eps, weight_decay;
   int64_t step;  // 1-based, for bias correction
 };
+struct LambHyper {
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t step;  // 1-based, for bias correction
+  bool bias_correction;
+};
+// One parameter tensor of a flat LAMB buffer: its elements [begin, end), and
+// whether it takes weight decay.
+struct LambTensor {
+  int64_t begin, end;
+  bool decayed;
+};
+// The scratch Device::lamb_step needs: two fp32 partial sums (||w||^2,
+// ||u||^2) per partial per tensor. CUDA sums kLambPartials partials per tensor
+// (one per block of pass 1) in a fixed order in pass 2: deterministic.
+constexpr int kLambPartials = 32;
+inline int64_t lamb_scratch_floats(size_t tensors) { return int64_t{2} * kLambPartials * static_cast<int64_t>(tensors); }
 struct SgdHyper {
   float lr, momentum, weight_decay;
 };
@@ -401,6 +417,15 @@ class Device {
                   const std::vector<ElementRange>& no_decay = {});
   void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
                 float grad_scale, const std::vector<ElementRange>& no_decay = {});
+  // LAMB (ops/optimizer.h), always fused: the per-tensor trust ratio needs
+  // every tensor's norms, so one call updates all `tensors` of the flat
+  // param (non-empty, in order, tiling [0, numel) exactly) with no host wait.
+  // scratch: fp32, at least scalar::lamb_scratch_floats(tensors.size())
+  // elements the backend may overwrite (the caller allocates it once, so a
+  // step allocates nothing). param_copy as adamw_step's.
+  void lamb_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const LambHyper& h,
+                 float grad_scale, const Tensor& param_copy, const std::vector<LambTensor>& tensors,
+                 const Tensor& scratch);
 
  protected:
   // The backends' implementations, one per public op above (whose comment
@@ -457,6 +482,9 @@ class Device {
                                const std::vector<ElementRange>& no_decay) = 0;
   virtual void sgd_step_impl(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
                              const SgdHyper& h, float grad_scale, const std::vector<ElementRange>& no_decay) = 0;
+  virtual void lamb_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                              const LambHyper& h, float grad_scale, const Tensor& param_copy,
+                              const std::vector<LambTensor>& tensors, const Tensor& scratch) = 0;
 
   friend class DeviceBuffer;
   virtual void* raw_alloc(size_t bytes) = 0;

@@ -593,4 +593,32 @@ void Device::sgd_step(const Tensor& param, const Tensor& grad, const Tensor& mom
   sgd_step_impl(param, grad, momentum_buf, h, grad_scale, no_decay);
 }
 
+void Device::lamb_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const LambHyper& h,
+                       float grad_scale, const Tensor& param_copy, const std::vector<LambTensor>& tensors,
+                       const Tensor& scratch) {
+  const char* op = "lamb_step";
+  check_state(op, param, grad, "m", m);
+  check_state(op, param, grad, "v", v);
+  if (h.step < 1) fail(op, "step is 1-based, got " + num(h.step));
+  if (!param_copy.empty()) {
+    need_float(op, "param_copy", param_copy);
+    need_same_numel(op, "param_copy", param_copy, "param", param);
+  }
+  // The tensors tile the parameters: every element belongs to exactly one trust ratio.
+  if (tensors.empty()) fail(op, "tensors is empty");
+  int64_t next = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const LambTensor& t = tensors[i];
+    const std::string at = "tensors[" + std::to_string(i) + "] [" + num(t.begin) + ", " + num(t.end) + ")";
+    if (t.begin >= t.end) fail(op, at + " is empty");
+    if (t.begin != next) fail(op, at + " does not start where the tensor before it ends (" + num(next) + ")");
+    next = t.end;
+  }
+  if (next != param.numel()) fail(op, "tensors end at " + num(next) + ", param has " + num(param.numel()) + " elements");
+  need_dtype(op, "scratch", scratch, DType::F32);
+  const int64_t want = lamb_scratch_floats(tensors.size());
+  if (scratch.numel() < want) fail(op, "scratch has " + num(scratch.numel()) + " elements, needs " + num(want));
+  lamb_step_impl(param, grad, m, v, h, grad_scale, param_copy, tensors, scratch);
+}
+
 }  // namespace mpb

@@ -95,6 +95,59 @@ inline std::vector<DecayPiece> decay_pieces(long long n, const std::vector<Eleme
   return pieces;
 }
 
+// LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning",
+// Algorithm 2; NVIDIA apex FusedLAMB, adam_w_mode): Adam moments, the
+// direction u = m_hat / (sqrt(v_hat) + eps) + wd * w, then per parameter
+// tensor w -= lr * (||w|| / ||u||) * u. The trust ratio needs the whole
+// tensor's norms before any element moves, so a step is two passes: pass 1
+// updates the moments and sums w^2 and u^2; pass 2 recomputes u from the
+// stored moments (the same float expression on the same inputs: the same
+// bits, so no per-element buffer for u) and moves the weights.
+struct LambStep {
+  float beta1, beta2, eps, weight_decay;
+  float bias1, bias2;  // 1 - beta^t with bias correction, 1 without (apex's bias_correction)
+};
+
+// The per-step constants, computed once on the host in double and rounded to
+// fp32, as make_adamw_step does.
+inline LambStep make_lamb_step(float beta1, float beta2, float eps, float weight_decay, bool bias_correction,
+                               long long step) {
+  const double t = static_cast<double>(step);
+  LambStep s{};
+  s.beta1 = beta1;
+  s.beta2 = beta2;
+  s.eps = eps;
+  s.weight_decay = weight_decay;
+  s.bias1 = bias_correction ? static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), t)) : 1.0f;
+  s.bias2 = bias_correction ? static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), t)) : 1.0f;
+  return s;
+}
+
+MPB_HD inline void lamb_moments(float g, float& m, float& v, const LambStep& s) {
+  m = s.beta1 * m + (1.0f - s.beta1) * g;
+  v = s.beta2 * v + (1.0f - s.beta2) * g * g;
+}
+
+// The update direction of one element (apex multi_tensor_lamb stage 1:
+// (m/bc1) / (sqrt(v/bc2) + eps) + decay * p); decayed == false: a tensor
+// excluded from weight decay (optimizer.decay_exclude).
+MPB_HD inline float lamb_direction(float w, float m, float v, const LambStep& s, bool decayed) {
+  const float u = (m / s.bias1) / (sqrtf(v / s.bias2) + s.eps);
+  return decayed ? u + s.weight_decay * w : u;
+}
+
+// lr times the trust ratio ||w|| / ||u|| of a tensor from its sums of squares
+// (in double), rounded to fp32 once: ratio 1 when either norm is 0 (a
+// zero-initialised tensor, or one whose update is 0), as apex and the paper's
+// reference implementations do, so such a tensor takes a plain Adam step.
+MPB_HD inline float lamb_scaled_lr(float lr, double w_sq, double u_sq) {
+  const double wn = sqrt(w_sq), un = sqrt(u_sq);
+  const double ratio = (wn > 0.0 && un > 0.0) ? wn / un : 1.0;
+  return static_cast<float>(static_cast<double>(lr) * ratio);
+}
+
+MPB_HD inline void lamb_param(float& w, float u, float scaled_lr) { w = w - scaled_lr * u; }
+
 // SGD with momentum and coupled weight decay (torch.optim.SGD, dampening 0).
 struct SgdStep {
   float lr, momentum, weight_decay;

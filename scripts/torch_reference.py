@@ -18,8 +18,8 @@ DIR/reference.safetensors with the same tensors mpbench.safetensors holds:
 
 Training mirrors mpbench's trainer: step s feeds batch s, the loss (times
 loss_weight) is backpropagated, the gradient is clipped to grad_clip when set,
-then torch.optim.AdamW (or SGD) with the config's hyper-parameters takes a
-step, with two parameter groups as the BERT recipes build them: weight decay
+then torch.optim.AdamW (or SGD, or PaperLamb below: torch has no LAMB) with
+the config's hyper-parameters takes a step, with two parameter groups as the BERT recipes build them: weight decay
 for most parameters, none for those optimizer.decay_exclude names (biases,
 LayerNorm weights), picked by name; then LambdaLR with HuggingFace's schedule
 takes its step.
@@ -380,6 +380,54 @@ def param_groups(cfg, meta, params):
     return [g for g in groups if g["params"]]
 
 
+class PaperLamb(torch.optim.Optimizer if torch is not None else object):
+    """LAMB written from the paper, not from mpbench: You et al. 2019, "Large
+    Batch Optimization for Deep Learning: Training BERT in 76 minutes",
+    Algorithm 2, per parameter tensor (the paper's layer), with the choices
+    NVIDIA apex's FusedLAMB makes where the paper leaves one: the scaling
+    function phi is the identity, the trust ratio ||x|| / ||r + lambda x|| is 1
+    when either norm is 0, and bias correction (1 - beta^t) can be turned off.
+    The norms are taken in float64. A parameter group's weight_decay is the
+    paper's lambda (0 for the group optimizer.decay_exclude names)."""
+
+    def __init__(self, params, lr, betas, eps, weight_decay, bias_correction):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      bias_correction=bias_correction))
+
+    @torch.no_grad() if torch is not None else (lambda f: f)
+    def step(self):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                state = self.state[p]
+                if not state:
+                    state["t"] = 0
+                    state["m"] = torch.zeros_like(p)
+                    state["v"] = torch.zeros_like(p)
+                state["t"] += 1
+                t, m, v, g = state["t"], state["m"], state["v"], p.grad
+                m.mul_(beta1).add_(g, alpha=1.0 - beta1)
+                v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+                c1 = 1.0 - beta1 ** t if group["bias_correction"] else 1.0
+                c2 = 1.0 - beta2 ** t if group["bias_correction"] else 1.0
+                r = (m / c1) / ((v / c2).sqrt() + group["eps"])
+                if group["weight_decay"] != 0.0:
+                    r = r + group["weight_decay"] * p
+                x_norm = float(p.double().norm())
+                r_norm = float(r.double().norm())
+                ratio = x_norm / r_norm if x_norm > 0.0 and r_norm > 0.0 else 1.0
+                p.sub_(r, alpha=group["lr"] * ratio)
+
+
+def on_off(value):
+    """An off/on key of the cell's configuration JSON (a JSON bool; "on"/"off" accepted too)."""
+    if isinstance(value, bool):
+        return value
+    if value in ("on", "off"):
+        return value == "on"
+    raise Unsupported(f"expected on/off, got {value!r}")
+
+
 def make_optimizer(cfg, meta, params):
     o = cfg["optimizer"]
     groups = param_groups(cfg, meta, params)
@@ -388,6 +436,9 @@ def make_optimizer(cfg, meta, params):
     if o["kind"] == "sgd":
         return torch.optim.SGD(groups, lr=o["lr"], momentum=o["momentum"], dampening=0.0, nesterov=False,
                                foreach=False)
+    if o["kind"] == "lamb":
+        return PaperLamb(groups, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
+                         weight_decay=o["weight_decay"], bias_correction=on_off(o.get("bias_correction", True)))
     raise Unsupported(f"optimizer {o['kind']!r}")
 
 

@@ -19,9 +19,7 @@ Trainer::Trainer(Device& dev, Model& model, const Dataset& data, const CellConfi
   const Shape s = model.params().shape;
   m_ = dev.alloc(s, DType::F32, MemCategory::Optimizer);
   dev.fill(m_, 0.0f);
-  if (cfg.optimizer.kind == OptimizerKind::Lamb)
-    throw std::invalid_argument("Trainer: optimizer.kind lamb is not supported yet");
-  if (cfg.optimizer.kind == OptimizerKind::AdamW) {
+  if (cfg.optimizer.kind != OptimizerKind::Sgd) {  // AdamW and LAMB: two moments
     v_ = dev.alloc(s, DType::F32, MemCategory::Optimizer);
     dev.fill(v_, 0.0f);
   }
@@ -31,6 +29,15 @@ Trainer::Trainer(Device& dev, Model& model, const Dataset& data, const CellConfi
   for (const ParamInfo& p : model.param_info())
     decayed_.push_back(std::find(exclude.begin(), exclude.end(), p.role) == exclude.end());
   no_decay_ = no_decay_ranges(model.param_info(), exclude);
+  if (cfg.optimizer.kind == OptimizerKind::Lamb) {
+    const auto& params = model.param_info();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const int64_t n = params[i].shape.numel();
+      if (n > 0) lamb_tensors_.push_back({params[i].offset, params[i].offset + n, decayed_[i]});
+    }
+    // Allocated here, once, so that no step allocates.
+    lamb_scratch_ = dev.alloc(Shape{lamb_scratch_floats(lamb_tensors_.size())}, DType::F32, MemCategory::Optimizer);
+  }
   rec_.flops_per_step = model.train_flops_per_sample() * double(cfg.batch_size);
   rec_.recompute_flops_per_step = model.recompute_flops_per_sample() * double(cfg.batch_size);
   rec_.model = model.describe();
@@ -139,6 +146,14 @@ void Trainer::step(int step) {
     if (o.kind == OptimizerKind::Sgd) {
       dev_.sgd_step(model_.params(), model_.grads(), m_, SgdHyper{lr, float(o.momentum), float(o.weight_decay)},
                     grad_scale, no_decay_);
+    } else if (o.kind == OptimizerKind::Lamb) {
+      // Always the fused op (the trust ratio needs every tensor's norms);
+      // fusion decides only whether it also writes the compute copy.
+      const LambHyper h{lr, float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), applied_,
+                        o.bias_correction};
+      const Tensor copy = cfg_.fused ? model_.weight_copy() : Tensor{};
+      dev_.lamb_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, copy, lamb_tensors_, lamb_scratch_);
+      copies_written = !copy.empty();
     } else {
       const AdamWHyper h{lr, float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), applied_};
       if (cfg_.fused) {  // fused: one pass over every parameter, writing the compute copy too
@@ -272,7 +287,8 @@ std::vector<ElementRange> no_decay_ranges(const std::vector<ParamInfo>& params, 
 // Mirrors the Trainer constructor (m_, v_, y_) and RunRecord: keep them together.
 MemoryEstimate estimate_trainer_memory(const CellConfig& cfg, double param_count, double micro, int labels_per_sample) {
   MemoryEstimate e;
-  e[MemCategory::Optimizer] = param_count * 4 * (cfg.optimizer.kind == OptimizerKind::AdamW ? 2 : 1);
+  // (LAMB's norm scratch, 256 bytes per parameter tensor, is left out.)
+  e[MemCategory::Optimizer] = param_count * 4 * (cfg.optimizer.kind == OptimizerKind::Sgd ? 1 : 2);
   e[MemCategory::Activations] = micro * labels_per_sample * 4;
   // Per step: five doubles, two ints and three int64 counters in the record
   // (twice: vectors grow by doubling), and ten values in each repeat's JSON.

@@ -137,4 +137,44 @@ void CpuDevice::sgd_step_impl(const Tensor& param, const Tensor& grad, const Ten
   });
 }
 
+// LAMB: each tensor's two passes (ops/optimizer.h) run on one thread, the
+// tensors spread over the threads; the sums of squares accumulate in double.
+// `scratch` is unused: the sums live in registers here.
+void CpuDevice::lamb_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                               const LambHyper& h, float grad_scale, const Tensor& param_copy,
+                               const std::vector<LambTensor>& tensors, const Tensor& /*scratch*/) {
+  const scalar::LambStep s = scalar::make_lamb_step(h.beta1, h.beta2, h.eps, h.weight_decay, h.bias_correction, h.step);
+  float* mm = static_cast<float*>(m.data);
+  float* vv = static_cast<float*>(v.data);
+  const int64_t count = static_cast<int64_t>(tensors.size());
+  const DType copy_t = param_copy.empty() ? DType::F32 : param_copy.dtype;
+  with_param_and_grad(param, grad, [&](auto ep, auto eg, void* p, const void* g) {
+    using EP = decltype(ep);
+    using EG = decltype(eg);
+    dispatch_float(copy_t, [&](auto C) {
+      using EC = Elem<decltype(C)::value>;
+      void* c = param_copy.data;  // null: no copy
+#pragma omp parallel for schedule(dynamic)
+      for (int64_t k = 0; k < count; ++k) {
+        const LambTensor& t = tensors[static_cast<size_t>(k)];
+        double w_sq = 0.0, u_sq = 0.0;
+        for (int64_t i = t.begin; i < t.end; ++i) {
+          scalar::lamb_moments(EG::load(g, i) * grad_scale, mm[i], vv[i], s);
+          const float w = EP::load(p, i);
+          const float u = scalar::lamb_direction(w, mm[i], vv[i], s, t.decayed);
+          w_sq += double(w) * double(w);
+          u_sq += double(u) * double(u);
+        }
+        const float scaled_lr = scalar::lamb_scaled_lr(h.lr, w_sq, u_sq);
+        for (int64_t i = t.begin; i < t.end; ++i) {
+          float w = EP::load(p, i);
+          scalar::lamb_param(w, scalar::lamb_direction(w, mm[i], vv[i], s, t.decayed), scaled_lr);
+          EP::store(p, i, w);
+          if (c != nullptr) EC::store(c, i, EP::load(p, i));  // the copy of the stored (rounded) weight
+        }
+      }
+    });
+  });
+}
+
 }  // namespace mpb::cpu

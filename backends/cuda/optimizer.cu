@@ -126,6 +126,79 @@ __global__ void sgd_kernel(void* p, const void* g, float* buf, const __grid_cons
   }
 }
 
+// LAMB (ops/optimizer.h), two kernels per piece of at most kLambPerLaunch
+// tensors, passed by value like the no-decay pieces (8 + 8 * 2 * 64 + 8 + 8
+// bytes). Grid (kLambPartials, tensors): block b of tensor k covers the
+// elements begin + b * kThreads + j * kLambPartials * kThreads. Pass 1 updates
+// the moments and writes each block's sums of w^2 and u^2 (double in the
+// block, a fixed reduction tree) to the caller's scratch; pass 2 sums a
+// tensor's kLambPartials partials in index order (every block the same sum:
+// the same trust ratio) and moves the weights. Nothing goes through the host:
+// no sync, no allocation, and the result is deterministic.
+constexpr int kLambPerLaunch = 64;
+struct LambPiece {
+  int64_t begin[kLambPerLaunch], end[kLambPerLaunch];
+  unsigned long long decayed;  // bit k: tensor k takes weight decay
+  int first;                   // the index of tensor 0 of the piece in the call's list (its scratch slot)
+  int count;
+};
+static_assert(sizeof(unsigned long long) * 8 >= kLambPerLaunch, "one decay bit per tensor of a piece");
+
+__device__ inline float* lamb_partial(float* scratch, const LambPiece& piece, int k, int b) {
+  return scratch + 2 * ((static_cast<int64_t>(piece.first) + k) * kLambPartials + b);
+}
+
+template <DType P, DType G>
+__global__ void lamb_norms_kernel(const void* p, const void* g, float* m, float* v,
+                                  const __grid_constant__ LambPiece piece, scalar::LambStep s, float grad_scale,
+                                  float* scratch) {
+  __shared__ double smem[kWarps];
+  const int k = static_cast<int>(blockIdx.y);
+  const bool decayed = (piece.decayed >> k) & 1ull;
+  double w_sq = 0.0, u_sq = 0.0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = piece.begin[k] + global_thread(); i < piece.end[k]; i += stride) {
+    float mi = m[i], vi = v[i];
+    scalar::lamb_moments(Elem<G>::load(g, i) * grad_scale, mi, vi, s);
+    m[i] = mi;
+    v[i] = vi;
+    const float w = Elem<P>::load(p, i);
+    const float u = scalar::lamb_direction(w, mi, vi, s, decayed);
+    w_sq += static_cast<double>(w) * static_cast<double>(w);
+    u_sq += static_cast<double>(u) * static_cast<double>(u);
+  }
+  w_sq = block_reduce(w_sq, 0.0, SumOp{}, smem);
+  u_sq = block_reduce(u_sq, 0.0, SumOp{}, smem);
+  if (threadIdx.x == 0) {
+    // fp32 partials: each rounding is a relative 2^-24 of a sum of squares,
+    // far below any effect on the trust ratio (tests/ops/test_lamb.cpp).
+    float* out = lamb_partial(scratch, piece, k, static_cast<int>(blockIdx.x));
+    out[0] = static_cast<float>(w_sq);
+    out[1] = static_cast<float>(u_sq);
+  }
+}
+
+template <DType P>
+__global__ void lamb_apply_kernel(void* p, const float* m, const float* v, const __grid_constant__ LambPiece piece,
+                                  scalar::LambStep s, float lr, float* scratch, void* copy, DType copy_t) {
+  const int k = static_cast<int>(blockIdx.y);
+  const bool decayed = (piece.decayed >> k) & 1ull;
+  double w_sq = 0.0, u_sq = 0.0;
+  for (int b = 0; b < kLambPartials; ++b) {  // in order: every block of the tensor gets the same sums
+    const float* part = lamb_partial(scratch, piece, k, b);
+    w_sq += static_cast<double>(part[0]);
+    u_sq += static_cast<double>(part[1]);
+  }
+  const float scaled_lr = scalar::lamb_scaled_lr(lr, w_sq, u_sq);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = piece.begin[k] + global_thread(); i < piece.end[k]; i += stride) {
+    float w = Elem<P>::load(p, i);
+    scalar::lamb_param(w, scalar::lamb_direction(w, m[i], v[i], s, decayed), scaled_lr);
+    Elem<P>::store(p, i, w);
+    if (copy != nullptr) scalar::store_f32(copy, copy_t, i, stored_value<P>(w));
+  }
+}
+
 }  // namespace
 
 void CudaDevice::adamw_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
@@ -185,6 +258,39 @@ void CudaDevice::sgd_step_impl(const Tensor& param, const Tensor& grad, const Te
                                                            stream()>>>(param.data, grad.data, buf, piece, decayed,
                                                                        plain, grad_scale);
       MPB_CHECK_LAUNCH("sgd_kernel");
+    }
+  });
+}
+
+void CudaDevice::lamb_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                                const LambHyper& h, float grad_scale, const Tensor& param_copy,
+                                const std::vector<LambTensor>& tensors, const Tensor& scratch) {
+  const scalar::LambStep s = scalar::make_lamb_step(h.beta1, h.beta2, h.eps, h.weight_decay, h.bias_correction, h.step);
+  std::vector<LambPiece> pieces;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (i % kLambPerLaunch == 0) {
+      pieces.push_back(LambPiece{});
+      pieces.back().first = static_cast<int>(i);
+    }
+    LambPiece& piece = pieces.back();
+    piece.begin[piece.count] = tensors[i].begin;
+    piece.end[piece.count] = tensors[i].end;
+    if (tensors[i].decayed) piece.decayed |= 1ull << piece.count;
+    ++piece.count;
+  }
+  auto* mm = static_cast<float*>(m.data);
+  auto* vv = static_cast<float*>(v.data);
+  auto* sc = static_cast<float*>(scratch.data);
+  void* copy = param_copy.empty() ? nullptr : param_copy.data;
+  dispatch_float2(param.dtype, grad.dtype, "lamb_step", [&](auto P, auto G) {
+    constexpr DType kP = decltype(P)::value, kG = decltype(G)::value;
+    for (const LambPiece& piece : pieces) {  // Device::lamb_step checked: every tensor non-empty, count >= 1
+      const dim3 grid(kLambPartials, static_cast<unsigned>(piece.count));
+      lamb_norms_kernel<kP, kG><<<grid, kThreads, 0, stream()>>>(param.data, grad.data, mm, vv, piece, s, grad_scale, sc);
+      MPB_CHECK_LAUNCH("lamb_norms_kernel");
+      lamb_apply_kernel<kP><<<grid, kThreads, 0, stream()>>>(param.data, mm, vv, piece, s, h.lr, sc, copy,
+                                                             param_copy.dtype);
+      MPB_CHECK_LAUNCH("lamb_apply_kernel");
     }
   });
 }

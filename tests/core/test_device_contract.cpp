@@ -128,6 +128,10 @@ class RecordingDevice final : public Device {
                      const std::vector<ElementRange>&) override {
     record("sgd_step");
   }
+  void lamb_step_impl(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const LambHyper&, float,
+                      const Tensor&, const std::vector<LambTensor>&, const Tensor&) override {
+    record("lamb_step");
+  }
   void* raw_alloc(size_t bytes) override { return std::malloc(bytes); }
   void raw_free(void* p) override { std::free(p); }
 
@@ -507,6 +511,11 @@ Cases optimizer_cases(Arena& A) {
   AdamWHyper h0 = h;
   h0.step = 0;
   const SgdHyper s{0.1f, 0.9f, 0.0f};
+  const LambHyper lh{1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, 1, true};
+  LambHyper lh0 = lh;
+  lh0.step = 0;
+  const std::vector<LambTensor> whole = {{0, 4, true}};
+  const Tensor scratch = A.t({lamb_scratch_floats(1)});
   return {
       {"adamw m dtype", [=](Device& d) { d.adamw_step(p, g, m16, v, h, 1.0f, true, Tensor{}); },
        "adamw_step: m must be float32, got float16 [4]"},
@@ -534,6 +543,20 @@ Cases optimizer_cases(Arena& A) {
        "sgd_step: no_decay[1] [1, 3) is out of order or overlaps the range before it"},
       {"sgd no_decay negative", [=](Device& d) { d.sgd_step(p, g, buf, s, 1.0f, {{-1, 2}}); },
        "sgd_step: no_decay[0] [-1, 2) is out of order or overlaps the range before it"},
+      {"lamb v dtype", [=](Device& d) { d.lamb_step(p, g, m, m16, lh, 1.0f, Tensor{}, whole, scratch); },
+       "lamb_step: v must be float32, got float16 [4]"},
+      {"lamb step 0", [=](Device& d) { d.lamb_step(p, g, m, v, lh0, 1.0f, Tensor{}, whole, scratch); },
+       "lamb_step: step is 1-based, got 0"},
+      {"lamb no tensors", [=](Device& d) { d.lamb_step(p, g, m, v, lh, 1.0f, Tensor{}, {}, scratch); },
+       "lamb_step: tensors is empty"},
+      {"lamb gap", [=](Device& d) { d.lamb_step(p, g, m, v, lh, 1.0f, Tensor{}, {{0, 1, true}, {2, 4, false}}, scratch); },
+       "lamb_step: tensors[1] [2, 4) does not start where the tensor before it ends (1)"},
+      {"lamb short", [=](Device& d) { d.lamb_step(p, g, m, v, lh, 1.0f, Tensor{}, {{0, 3, true}}, scratch); },
+       "lamb_step: tensors end at 3, param has 4 elements"},
+      {"lamb scratch", [=](Device& d) { d.lamb_step(p, g, m, v, lh, 1.0f, Tensor{}, whole, copy5); },
+       "lamb_step: scratch has 5 elements, needs 64"},
+      {"lamb copy int", [=](Device& d) { d.lamb_step(p, g, m, v, lh, 1.0f, icopy, whole, scratch); },
+       "lamb_step: param_copy must be a float tensor"},
   };
 }
 

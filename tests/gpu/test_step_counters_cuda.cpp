@@ -82,6 +82,28 @@ TEST(CudaStepCounters, WarmedUpStepsAllocateNothingBuildNoPlanAndSyncOnlyWhereMe
         }
 }
 
+// LAMB: the norms for the trust ratios stay on the device (no sync, no
+// allocation inside a step).
+TEST(CudaStepCounters, LambStepsAllocateNothingAndAddNoSync) {
+  if (auto reason = cuda_unavailable_reason()) GTEST_SKIP() << *reason;
+  for (const char* precision : {"fp32", "amp_bf16"})
+    for (bool fused : {false, true}) {
+      CellConfig c = cell(true, precision, fused, 2);
+      c.optimizer.kind = OptimizerKind::Lamb;
+      SCOPED_TRACE(std::string("bert lamb ") + precision + (fused ? " fused" : " unfused"));
+      auto dev = make_cuda_device();
+      auto model = build_model(*dev, c, 7);
+      auto data = build_dataset(c, 7);
+      const RunRecord r = train(*dev, *model, *data, c);
+      for (int s = 0; s < c.steps; ++s) {
+        EXPECT_EQ(r.allocs[s], 0) << "step " << s + 1;
+        if (!r.probed[s]) {
+          EXPECT_EQ(r.host_syncs[s], c.accumulation + 2) << "step " << s + 1;
+        }
+      }
+    }
+}
+
 // Device::upload through pinned staging: it returns before the copy runs, the
 // caller's buffer is free at once (each upload sees the values it had then),
 // more uploads than staging slots are in flight, and none waits once the slots

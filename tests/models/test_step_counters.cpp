@@ -90,6 +90,17 @@ TEST(StepCounters, BertStepsAllocateNothingAfterWarmUp) {
   expect_quiet_steps(bert_cell("amp_bf16", true, CheckpointPolicy::EveryLayer));
 }
 
+// LAMB's trust ratios are computed on the device (Device::lamb_step's
+// scratch, allocated with the trainer): it adds no allocation and no sync.
+TEST(StepCounters, LambStepsAllocateNothingAndAddNoSync) {
+  for (const char* precision : {"fp32", "amp_bf16"})
+    for (bool fused : {false, true}) {
+      CellConfig c = bert_cell(precision, fused, CheckpointPolicy::Off);
+      c.optimizer.kind = OptimizerKind::Lamb;
+      expect_quiet_steps(c);
+    }
+}
+
 // The counters see what warm-up prevents: without it, the first step builds
 // the GEMM primitives and grows the emulated fp16 GEMM's scratch.
 TEST(StepCounters, WithoutWarmUpTheFirstStepAllocatesAndBuildsPlans) {

@@ -571,8 +571,7 @@ TEST(Unsupported, Table) {
   EXPECT_EQ(unsupported_reason("model.kind", "bert"), std::nullopt);
   EXPECT_EQ(unsupported_reason("optimizer.kind", "adamw"), std::nullopt);
   EXPECT_EQ(unsupported_reason("optimizer.kind", "sgd"), std::nullopt);
-  EXPECT_EQ(unsupported_reason("optimizer.kind", "lamb"),
-            "optimizer.kind 'lamb' is not supported yet (LAMB is planned; adamw and sgd are implemented)");
+  EXPECT_EQ(unsupported_reason("optimizer.kind", "lamb"), std::nullopt);
   // Supported: fusion both ways, any accumulation, fault injection, numerics sampling.
   EXPECT_EQ(unsupported_reason("fusion", "on"), std::nullopt);
   EXPECT_EQ(unsupported_reason("accumulation", "8"), std::nullopt);
@@ -580,13 +579,13 @@ TEST(Unsupported, Table) {
   EXPECT_EQ(unsupported_reason("numerics_every", "1"), std::nullopt);
 }
 
-TEST(Unsupported, RejectedWhereWritten) {
-  const ConfigError e = error_of("name: x\noptimizer:\n  kind: lamb\n");
-  EXPECT_STREQ(e.what(),
-               "experiments/x.yaml:3:9: key 'optimizer.kind': optimizer.kind 'lamb' is not "
-               "supported yet (LAMB is planned; adamw and sgd are implemented)");
-  expect_error("name: x\ninclude:\n  - {optimizer.kind: lamb}\n", 3, 22,
-               "include[0].optimizer.kind", "optimizer.kind 'lamb' is not supported yet");
+TEST(Config, BiasCorrectionOffIsLambOnly) {
+  expect_error("name: x\noptimizer:\n  kind: adamw\n  bias_correction: off\n", 4, 20, "optimizer.bias_correction",
+               "optimizer.bias_correction off applies to LAMB only");
+  const ExperimentConfig e = load("name: x\noptimizer:\n  kind: lamb\n  bias_correction: false\n");
+  ASSERT_EQ(e.cells.size(), 1u);
+  EXPECT_EQ(e.cells[0].config.optimizer.kind, OptimizerKind::Lamb);
+  EXPECT_FALSE(e.cells[0].config.optimizer.bias_correction);
 }
 
 TEST(Unsupported, SupportedValuesLoad) {
@@ -595,9 +594,9 @@ batch_size: 64
 matrix:
   fusion: [off, on]
   accumulation: [1, 4]
-  optimizer.kind: [adamw, sgd]
+  optimizer.kind: [adamw, sgd, lamb]
 )");
-  EXPECT_EQ(e.cells.size(), 8u);
+  EXPECT_EQ(e.cells.size(), 12u);
 }
 
 TEST(Unsupported, EveryLossScaleModeLoads) {

@@ -1,5 +1,5 @@
 """mpbench against PyTorch (docs/REFERENCE.md): for each cell of
-tests/data/reference_mlp.yaml and tests/data/reference_bert_tiny.yaml, run
+tests/data/reference_mlp.yaml, reference_bert_tiny.yaml and reference_bert_lamb.yaml, run
 `runner --export-reference`, scripts/torch_reference.py and
 scripts/check_reference.py, and fail on any mismatch.
 
@@ -27,6 +27,7 @@ PYTHON = sys.executable or "/usr/bin/python3"
 
 MLP_YAML = os.path.join(DATA, "reference_mlp.yaml")
 BERT_YAML = os.path.join(DATA, "reference_bert_tiny.yaml")
+LAMB_YAML = os.path.join(DATA, "reference_bert_lamb.yaml")
 
 # What the runner says while BERT isn't wired into it (config/schema.cpp's
 # "not supported yet" table, train/cell_factory.cpp's builders). Only these
@@ -109,6 +110,17 @@ class BertMatchesPyTorch(ReferenceCase):
 
     def test_pre_ln_fused_dense_head(self):
         self.check_bert("model.pre_ln=on,fusion=on,model.mlm_head=dense", "bert_pre_ln_fused_dense")
+
+
+class LambMatchesPaper(ReferenceCase):
+    """optimizer.kind lamb against torch_reference.py's PaperLamb, written from
+    the paper (torch has no LAMB): 10 steps of BERT-tiny, every final weight."""
+
+    def test_bias_correction_unfused(self):
+        self.check_cell(LAMB_YAML, "optimizer.bias_correction=on", "bert_lamb")
+
+    def test_no_bias_correction_fused(self):
+        self.check_cell(LAMB_YAML, "optimizer.bias_correction=off", "bert_lamb_no_bc")
 
 
 class ExportCli(ReferenceCase):
