@@ -54,7 +54,9 @@ void print_step_counters(const std::vector<nlohmann::json>& cells) {
                   id.c_str(), static_cast<long long>(a.is_number() ? a.get<int64_t>() : 0),
                   static_cast<long long>(p.is_number() ? p.get<int64_t>() : 0));
     std::string fb;
-    for (const auto& [name, n] : s.value("gemm_fallbacks", nlohmann::json::object()).items())
+    // A named copy: items() refers to its object, which a temporary would not outlive in the loop.
+    const nlohmann::json fallbacks = s.value("gemm_fallbacks", nlohmann::json::object());
+    for (const auto& [name, n] : fallbacks.items())
       fb += (fb.empty() ? "" : ", ") + name + " " + std::to_string(n.get<int64_t>());
     if (!fb.empty()) std::printf("note: %s: fused GEMM epilogues the library refused, run unfused: %s\n", id.c_str(), fb.c_str());
   }
