@@ -16,7 +16,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake package (dnnl-config.cmake) calls find_package(OpenCL)
   python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-torch
-  python3-pip  # for ml-dtypes below
+  python3-pip ca-certificates  # for ml-dtypes below (pip verifies PyPI's certificate: a minimal Debian has no CA bundle)
   libopenblas0-pthread  # an optimised BLAS for PyTorch/numpy: the speed comparison's baseline is then fair
   chromium
 )
