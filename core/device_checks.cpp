@@ -292,6 +292,19 @@ void check_state(const char* op, const Tensor& p, const Tensor& g, const char* s
   need_same_numel(op, state_name, s, "param", p);
 }
 
+// What AdamW and LAMB share: the two moments beside the parameters, a 1-based
+// step (bias correction divides by 1 - beta^step), an optional float copy.
+void check_adam_state(const char* op, const Tensor& param, const Tensor& grad, const Tensor& m,
+                      const Tensor& v, int64_t step, const Tensor& param_copy) {
+  check_state(op, param, grad, "m", m);
+  check_state(op, param, grad, "v", v);
+  if (step < 1) fail(op, "step is 1-based, got " + num(step));
+  if (!param_copy.empty()) {
+    need_float(op, "param_copy", param_copy);
+    need_same_numel(op, "param_copy", param_copy, "param", param);
+  }
+}
+
 }  // namespace
 
 // ---- memory ------------------------------------------------------------------------------
@@ -575,13 +588,7 @@ void Device::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m
                         const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy,
                         const std::vector<ElementRange>& no_decay) {
   const char* op = "adamw_step";
-  check_state(op, param, grad, "m", m);
-  check_state(op, param, grad, "v", v);
-  if (h.step < 1) fail(op, "step is 1-based, got " + num(h.step));
-  if (!param_copy.empty()) {
-    need_float(op, "param_copy", param_copy);
-    need_same_numel(op, "param_copy", param_copy, "param", param);
-  }
+  check_adam_state(op, param, grad, m, v, h.step, param_copy);
   need_ranges(op, "no_decay", no_decay, param);
   adamw_step_impl(param, grad, m, v, h, grad_scale, fused, param_copy, no_decay);
 }
@@ -597,13 +604,7 @@ void Device::lamb_step(const Tensor& param, const Tensor& grad, const Tensor& m,
                        float grad_scale, const Tensor& param_copy, const std::vector<LambTensor>& tensors,
                        const Tensor& scratch) {
   const char* op = "lamb_step";
-  check_state(op, param, grad, "m", m);
-  check_state(op, param, grad, "v", v);
-  if (h.step < 1) fail(op, "step is 1-based, got " + num(h.step));
-  if (!param_copy.empty()) {
-    need_float(op, "param_copy", param_copy);
-    need_same_numel(op, "param_copy", param_copy, "param", param);
-  }
+  check_adam_state(op, param, grad, m, v, h.step, param_copy);
   // The tensors tile the parameters: every element belongs to exactly one trust ratio.
   if (tensors.empty()) fail(op, "tensors is empty");
   int64_t next = 0;

@@ -5,6 +5,8 @@ CTest sets MPB_RUNNER (the built runner) and MPB_SOURCE_DIR; run by hand from
 the repository root the defaults work after scripts/build.sh.
 """
 
+import glob
+import json
 import os
 
 RUNNER = os.environ.get("MPB_RUNNER", "build/runner")
@@ -45,3 +47,13 @@ def report(fails):
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0
+
+
+def cells_of(run_dir):
+    """cell id -> cell JSON of every finished cell in a result directory (cells/*.json)."""
+    out = {}
+    for f in glob.glob(os.path.join(run_dir, "cells", "*.json")):
+        with open(f) as fh:
+            c = json.load(fh)
+        out[c["cell_id"]] = c
+    return out

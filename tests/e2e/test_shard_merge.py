@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from e2e_helpers import RUNNER, SOURCE_DIR, report, write_mlp_experiment
+from e2e_helpers import RUNNER, SOURCE_DIR, cells_of, report, write_mlp_experiment
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1")  # one thread: deterministic and quick
 NAME = "sm"
@@ -39,14 +39,6 @@ def run(args, **kw):
 
 def runner(*args):
     return run([RUNNER, *args])
-
-
-def cells_of(run_dir):
-    out = {}
-    for f in glob.glob(os.path.join(run_dir, "cells", "*.json")):
-        c = json.load(open(f))
-        out[c["cell_id"]] = c
-    return out
 
 
 def losses(cell):

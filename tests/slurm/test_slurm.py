@@ -33,6 +33,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("MPB_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
 RUNNER = os.path.abspath(os.environ.get("MPB_RUNNER", os.path.join(SOURCE_DIR, "build", "runner")))
 CLUSTER = os.path.join(HERE, "local_cluster.sh")
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+from e2e_helpers import cells_of  # noqa: E402  (the e2e tests' reader of a result directory)
 DEADLINE = time.time() + float(os.environ.get("MPB_SLURM_DEADLINE", "170"))
 NAME = "slurm_tiny"
 EXPERIMENT = f"""name: {NAME}
@@ -78,14 +80,6 @@ def wait(what, predicate, step=0.2):
             return value
         time.sleep(step)
     raise AssertionError(f"gave up waiting for {what}")
-
-
-def cells_of(run_dir):
-    out = {}
-    for f in glob.glob(os.path.join(run_dir, "cells", "*.json")):
-        c = json.load(open(f))
-        out[c["cell_id"]] = c
-    return out
 
 
 def finished_repeats(shard_dir):
