@@ -283,6 +283,19 @@ envs=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 for v in TERM CI http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
   [[ -n ${!v:-} ]] && envs+=("$v=${!v}")
 done
+# The site's TLS trust, like its DNS and proxies above, belongs to the network, not to the
+# machine: where HTTPS is intercepted by a proxy whose CA this machine trusts, Debian's
+# ca-certificates (which install_deps.sh installs) cannot verify PyPI. The bundle pip uses
+# here goes into the new root and pip is pointed at it; nothing else in the root changes.
+site_ca=${PIP_CERT:-${SSL_CERT_FILE:-${REQUESTS_CA_BUNDLE:-}}}
+if [[ -z $site_ca ]]; then
+  site_ca=$(sed -nE 's/^[[:space:]]*cert[[:space:]]*=[[:space:]]*//p' /etc/pip.conf 2>/dev/null | head -n 1)
+fi
+if [[ -n $site_ca && -f $site_ca ]]; then
+  cp -L "$site_ca" "$root/etc/mpbench-site-ca-bundle.crt"
+  envs+=(PIP_CERT=/etc/mpbench-site-ca-bundle.crt)
+  echo "pip in the new root trusts this machine's CA bundle ($site_ca)"
+fi
 chroot "$root" /usr/bin/env -i "${envs[@]}" /bin/bash /fresh_machine_inner.sh --filter "$filter" </dev/null
 if [[ -n $cache ]]; then
   chroot "$root" apt-get autoclean -qq || true  # drop cached .debs the mirror no longer has
