@@ -18,7 +18,7 @@ function(mpb_add_provenance target)
             -DGIT=${GIT_EXECUTABLE}
             "-DBUILD_TYPE=${CMAKE_BUILD_TYPE}"
             "-DCXX_FLAGS=${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${config}}"
-            "-DOPTIONS=MPB_NATIVE=${MPB_NATIVE} MPB_WERROR=${MPB_WERROR} MPB_CUDA=${MPB_CUDA}"
+            "-DOPTIONS=MPB_WERROR=${MPB_WERROR} MPB_CUDA=${MPB_CUDA}"
             -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/WriteProvenance.cmake
     BYPRODUCTS ${dir}/mpb_provenance.h
     COMMENT "Recording the commit and build flags for manifest.json"

@@ -197,6 +197,12 @@ struct DeviceInfo {
   size_t memory_bytes = 0;
   std::vector<std::pair<std::string, std::string>> versions;  // library -> version
   std::string pci_bus_id;  // CUDA: "00000000:3B:00.0", how NVML names the same GPU; empty on the CPU
+  // CPU: the build of the hand-written kernels that runs (scalar | avx2 | avx512 |
+  // avx512_bf16), why ("cpuid": the widest this CPU runs; "MPB_CPU_ISA": asked
+  // for), the builds this CPU could run, and the ISA oneDNN's own dispatch chose
+  // for the GEMMs. Empty on CUDA.
+  std::string kernel_isa, kernel_isa_source, gemm_isa;
+  std::vector<std::string> kernel_isas_runnable;
 };
 
 // The Device. Every public op is non-virtual: it checks its arguments

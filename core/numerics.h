@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/hd.h"
+#include "core/isa_namespace.h"
 
 namespace mpb {
 
@@ -28,6 +29,10 @@ struct bf16_t {
 };
 static_assert(sizeof(half_t) == 2 && alignof(half_t) == 2, "half_t must be 2 bytes");
 static_assert(sizeof(bf16_t) == 2 && alignof(bf16_t) == 2, "bf16_t must be 2 bytes");
+
+// The functions below (not the storage types above, which other code names in
+// its signatures) are per ISA in the CPU kernels: core/isa_namespace.h.
+MPB_ISA_NAMESPACE_BEGIN
 
 MPB_HD inline half_t half_from_bits(uint16_t b) {
   half_t h;
@@ -307,4 +312,5 @@ MPB_HD inline float bf16_to_float(bf16_t h) { return bf16_bits_to_float(h.bits);
 MPB_HD inline float round_to_half(float f) { return half_bits_to_float(float_to_half_bits(f)); }
 MPB_HD inline float round_to_bf16(float f) { return bf16_bits_to_float(float_to_bf16_bits(f)); }
 
+MPB_ISA_NAMESPACE_END
 }  // namespace mpb

@@ -218,7 +218,7 @@ std::vector<std::string> backend_names() {
 }
 
 std::optional<std::string> backend_unavailable(const std::string& name) {
-  if (name == "cpu") return std::nullopt;
+  if (name == "cpu") return cpu_device_unavailable();  // a bad MPB_CPU_ISA
 #ifdef MPB_HAVE_CUDA
   if (name == "cuda") return cuda_unavailable_reason();
 #endif

@@ -1,5 +1,5 @@
 // Activation functions and their derivatives: the scalar core shared by the
-// CPU ops (backends/cpu/elementwise.cpp) and the CUDA kernels (backends/cuda/*.cu).
+// CPU ops (backends/cpu/kernels/elementwise.cpp) and the CUDA kernels (backends/cuda/*.cu).
 #pragma once
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include "ops/scalar.h"
 
 namespace mpb::scalar {
+MPB_ISA_NAMESPACE_BEGIN
 
 // GELU, tanh approximation (Hendrycks & Gimpel; PyTorch approximate='tanh',
 // cuBLASLt's GELU epilogue, GPT-2/llm.c). tanh is ops/approx_math.h's, so the
@@ -32,4 +33,5 @@ MPB_HD inline float gelu_grad(float x) {
 MPB_HD inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
 MPB_HD inline float relu_grad(float x) { return x > 0.0f ? 1.0f : 0.0f; }
 
+MPB_ISA_NAMESPACE_END
 }  // namespace mpb::scalar

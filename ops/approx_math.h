@@ -15,6 +15,7 @@
 #include "ops/scalar.h"
 
 namespace mpb::scalar {
+MPB_ISA_NAMESPACE_BEGIN
 
 MPB_HD inline float exp_approx(float x) {
   // Branch-free so that loops over it vectorise: compute on a clamped
@@ -61,4 +62,5 @@ MPB_HD inline float tanh_approx(float u) {
   return 1.0f - 2.0f / (e + 1.0f);
 }
 
+MPB_ISA_NAMESPACE_END
 }  // namespace mpb::scalar

@@ -1,4 +1,4 @@
-// Attention pieces shared by the CPU ops (backends/cpu/attention.cpp) and the
+// Attention pieces shared by the CPU ops (backends/cpu/kernels/attention.cpp) and the
 // CUDA kernels: the mask rule, the softmax element math, the online
 // (flash-style) softmax recurrences and their backward.
 //
@@ -52,6 +52,7 @@
 #include "ops/scalar.h"
 
 namespace mpb::scalar {
+MPB_ISA_NAMESPACE_BEGIN
 
 // CPU tile sizes (queries x keys). Any value gives the same math up to the
 // order of fp32 sums; T need not be a multiple of them.
@@ -92,4 +93,5 @@ MPB_HD inline float attention_lse(float row_max, float row_sum) { return row_max
 // dS_ij before the scale: p * (dP - D_i).
 MPB_HD inline float attention_ds(float p, float dp, float d_i) { return p * (dp - d_i); }
 
+MPB_ISA_NAMESPACE_END
 }  // namespace mpb::scalar

@@ -1,5 +1,5 @@
 // Inverted dropout with a counter-based RNG, shared by the CPU op
-// (backends/cpu/transformer.cpp) and the CUDA kernel: no state, no stored mask.
+// (backends/cpu/kernels/transformer.cpp) and the CUDA kernel: no state, no stored mask.
 // Element i (the flat index into the tensor) of a call with `seed` is kept
 // iff dropout_bits(seed, i) >= dropout_threshold(p), and then multiplied by
 // dropout_scale(p) = 1/(1-p) (fp32); dropped elements are exactly 0 (even
@@ -14,6 +14,7 @@
 #include "ops/scalar.h"
 
 namespace mpb::scalar {
+MPB_ISA_NAMESPACE_BEGIN
 
 // SplitMix64's finaliser (Steele, Lea & Flood 2014; the mixer of
 // java.util.SplittableRandom): a bijection on 64 bits with full avalanche.
@@ -45,4 +46,5 @@ MPB_HD inline float dropout_apply(float x, uint32_t bits, uint32_t threshold, fl
   return bits >= threshold ? x * scale : 0.0f;
 }
 
+MPB_ISA_NAMESPACE_END
 }  // namespace mpb::scalar

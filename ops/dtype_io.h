@@ -19,6 +19,7 @@
 #endif
 
 namespace mpb::scalar {
+MPB_ISA_NAMESPACE_BEGIN
 
 template <DType T>
 struct Elem;
@@ -99,4 +100,5 @@ MPB_HD inline void store_f32(void* base, DType t, int64_t i, float x) {
   }
 }
 
+MPB_ISA_NAMESPACE_END
 }  // namespace mpb::scalar

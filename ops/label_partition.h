@@ -18,6 +18,7 @@
 #include "ops/scalar.h"
 
 namespace mpb::scalar {
+MPB_ISA_NAMESPACE_BEGIN
 
 // Labelled positions (label >= 0) in [begin, end).
 MPB_HD inline int64_t count_labelled(const int32_t* labels, int64_t begin, int64_t end) {
@@ -49,4 +50,5 @@ MPB_HD inline int64_t place_labelled(const int32_t* labels, int64_t begin, int64
   return lost;
 }
 
+MPB_ISA_NAMESPACE_END
 }  // namespace mpb::scalar

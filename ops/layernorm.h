@@ -1,4 +1,4 @@
-// LayerNorm pieces shared by the CPU ops (backends/cpu/transformer.cpp) and the
+// LayerNorm pieces shared by the CPU ops (backends/cpu/kernels/transformer.cpp) and the
 // CUDA kernels. Statistics are always fp32, whatever the storage dtype.
 //
 // Forward, per row x[0..C):
@@ -24,6 +24,7 @@
 #include "ops/scalar.h"
 
 namespace mpb::scalar {
+MPB_ISA_NAMESPACE_BEGIN
 
 MPB_HD inline float layernorm_mean(float sum, int64_t cols) { return sum / static_cast<float>(cols); }
 
@@ -44,4 +45,5 @@ MPB_HD inline float layernorm_dx(float g, float xhat, float mean_g, float mean_g
   return rstd * ((g - mean_g) - xhat * mean_gx);
 }
 
+MPB_ISA_NAMESPACE_END
 }  // namespace mpb::scalar

@@ -10,6 +10,7 @@
 #include "ops/scalar.h"
 
 namespace mpb::scalar {
+MPB_ISA_NAMESPACE_BEGIN
 
 // Per-step constants of AdamW (Loshchilov & Hutter; PyTorch torch.optim.AdamW):
 // decoupled weight decay p *= 1 - lr*wd, then the bias-corrected Adam step.
@@ -159,4 +160,5 @@ MPB_HD inline void sgd_update(float& p, float g, float& buf, const SgdStep& s) {
   p = p - s.lr * buf;
 }
 
+MPB_ISA_NAMESPACE_END
 }  // namespace mpb::scalar

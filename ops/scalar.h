@@ -3,3 +3,4 @@
 #pragma once
 
 #include "core/hd.h"
+#include "core/isa_namespace.h"

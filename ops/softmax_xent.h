@@ -18,6 +18,7 @@
 #include "ops/scalar.h"
 
 namespace mpb::scalar {
+MPB_ISA_NAMESPACE_BEGIN
 
 // exp(x - row_max) for the row sums and probabilities: ops/approx_math.h's
 // exp, so the CPU loops vectorise and both backends compute the same values.
@@ -36,4 +37,5 @@ MPB_HD inline float xent_grad(float prob, bool is_label, float grad_scale) {
 // The ignore rule above.
 MPB_HD inline bool xent_ignored(int32_t label) { return label < 0; }
 
+MPB_ISA_NAMESPACE_END
 }  // namespace mpb::scalar

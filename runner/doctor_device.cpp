@@ -11,6 +11,7 @@
 #include "runner/ceiling.h"
 #include "runner/device_factory.h"
 #include "runner/doctor_checks.h"
+#include "runner/manifest.h"
 #include "runner/terminal_table.h"
 #ifdef MPB_HAVE_CUDA
 #include "backends/cuda/cuda_device.h"
@@ -166,11 +167,14 @@ std::unique_ptr<Device> open_device(const std::string& requested, DoctorCheck* c
   c.status = CheckStatus::Ok;
   c.finding = info.kind + ": " + info.name +
               (info.kind == "cuda" ? ", cc " + info.compute_capability.value_or("?") + ", " + std::to_string(info.cores) + " SMs"
-                                   : ", " + std::to_string(info.cores) + " threads");
+                                   : ", " + std::to_string(info.cores) + " threads, the " + info.kernel_isa +
+                                         " build of the CPU kernels (" + info.kernel_isa_source + "), GEMMs " +
+                                         info.gemm_isa);
   nlohmann::json versions = nlohmann::json::object();
   for (const auto& [k, v] : info.versions) versions[k] = v;
   c.data = {{"requested", requested}, {"kind", info.kind}, {"name", info.name}, {"cores", info.cores},
             {"versions", versions}};
+  c.data["cpu_kernels"] = cpu_kernels_json(info);
   if (!notice.empty()) {
     c.status = CheckStatus::Warn;
     c.finding += " (" + notice + ")";

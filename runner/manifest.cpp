@@ -94,6 +94,14 @@ nlohmann::json libraries_json(const DeviceInfo& dev) {
   return l;
 }
 
+nlohmann::json cpu_kernels_json(const DeviceInfo& dev) {
+  if (dev.kind != "cpu") return nullptr;
+  return {{"isa", dev.kernel_isa},
+          {"source", dev.kernel_isa_source},
+          {"runnable", dev.kernel_isas_runnable},
+          {"gemm", dev.gemm_isa}};
+}
+
 nlohmann::json build_manifest(const ExperimentConfig& exp, const DeviceInfo& dev,
                               const std::map<std::string, double>& ceiling_gflops) {
   nlohmann::json m;
@@ -127,6 +135,7 @@ nlohmann::json build_manifest(const ExperimentConfig& exp, const DeviceInfo& dev
   if (dev.kind == "cuda")
     d["gpu"] = {{"name", dev.name}, {"compute_capability", dev.compute_capability.value_or("")},
                 {"memory_bytes", dev.memory_bytes}, {"multiprocessors", dev.cores}};
+  d["cpu_kernels"] = cpu_kernels_json(dev);
   d["ceiling_gflops"] = ceiling_gflops;
   m["device"] = d;
   m["cells"] = cells;

@@ -180,6 +180,10 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   std::unique_ptr<Device> probe = make_device(kind, &notice);  // DeviceError -> caller
   if (!notice.empty()) std::fprintf(stderr, "runner: %s\n", notice.c_str());
   const DeviceInfo info = probe->info();
+  if (info.kind == "cpu" && !opt.quiet)
+    std::fprintf(stderr, "runner: CPU kernels: the %s build (%s); GEMMs: %s\n", info.kernel_isa.c_str(),
+                 info.kernel_isa_source == "cpuid" ? "the widest this CPU runs" : "MPB_CPU_ISA",
+                 info.gemm_isa.c_str());
   // Clocks, power and throttling of the GPU during every repeat (NVML, when the driver has it).
   std::string telemetry_why = "the CPU device has no GPU telemetry";
   std::unique_ptr<GpuTelemetry> telemetry;

@@ -64,7 +64,9 @@ def cuda_machine(gpu, compute_capability, memory_gib, base_samples_per_s, speeds
 # Per-machine identity (manifest "device") and speed profile.
 MACHINES = {
     "cpu": {
-        "device": {"kind": "cpu", "name": "AMD EPYC 7B13 (synthetic)", "gpu": None},
+        "device": {"kind": "cpu", "name": "AMD EPYC 7B13 (synthetic)", "gpu": None,
+                   "cpu_kernels": {"isa": "avx2", "source": "cpuid", "runnable": ["scalar", "avx2"],
+                                   "gemm": "onednn avx2"}},
         "base_samples_per_s": 20000.0,
         "precision_speed": {"fp32": 1.0, "tf32": 1.0, "amp_bf16": 1.45, "amp_fp16": 0.7},
         "emulated": {"tf32": "fp32 (no tf32 on CPU)", "amp_fp16": "fp32 compute, fp16 rounding"},
@@ -481,7 +483,7 @@ def environment_fields(profile):
     return {
         "git": {"commit": "synthetic", "dirty": False, "source": "build", "why": None},
         "build": {"compiler": "GNU 12.2.0", "type": "Release", "cxx_flags": " -O3 -DNDEBUG",
-                  "options": "MPB_NATIVE=ON MPB_WERROR=OFF MPB_CUDA=" + ("ON" if profile["device"]["kind"] == "cuda"
+                  "options": "MPB_WERROR=OFF MPB_CUDA=" + ("ON" if profile["device"]["kind"] == "cuda"
                                                                          else "AUTO"),
                   "why": None,
                   "compiled_with": {"optimized": True, "ndebug": True, "fast_math": False,

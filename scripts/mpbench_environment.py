@@ -24,6 +24,8 @@ FIXED_FIELDS = (
     ("machine", "device.gpu.name"),
     ("machine", "device.gpu.compute_capability"),
     ("machine", "device.gpu.memory_bytes"),
+    ("machine", "device.cpu_kernels.isa"),
+    ("machine", "device.cpu_kernels.gemm"),
     ("gpu", "device.gpu.nvml.uuid"),
     ("gpu", "device.gpu.nvml.vbios"),
     ("gpu", "device.gpu.nvml.ecc.current"),

@@ -150,6 +150,11 @@ def machine_rows(rs):
         mem = gpu.get("memory_bytes")
         rows.append(("GPU", f"{gpu.get('name')} (compute capability {gpu.get('compute_capability')}, "
                             f"{mr.format_bytes(mem) if mem else '? memory'})"))
+    kernels = device.get("cpu_kernels") or {}
+    if kernels:
+        runnable = ", ".join(kernels.get("runnable") or []) or "?"
+        rows.append(("CPU kernels", f"{kernels.get('isa') or '?'} ({kernels.get('source') or '?'}; this CPU runs "
+                                    f"{runnable}); GEMM: {kernels.get('gemm') or '?'}"))
     ceilings = device.get("ceiling_gflops") or {}
     if ceilings:
         rows.append(("ceilings (GFLOP/s)", ", ".join(f"{k} {mr.format_number(v)}" for k, v in ceilings.items())))

@@ -6,12 +6,14 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
 
 #include "backends/cpu/cpu_device_impl.h"
+#include "backends/cpu/cpu_isa.h"
 
 namespace mpb {
 
@@ -49,10 +51,36 @@ class CpuTimer final : public DeviceTimer {
   std::chrono::steady_clock::time_point t0_, t1_;
 };
 
+// oneDNN's name for the ISA its GEMM kernels were generated for (it dispatches
+// on its own, from cpuid and DNNL_MAX_CPU_ISA).
+std::string onednn_isa_name() {
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "isa 0x" + [] {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "%x", static_cast<unsigned>(dnnl_get_effective_cpu_isa()));
+      return std::string(buf);
+    }();
+  }
+}
+
 }  // namespace
 
-CpuDevice::CpuDevice() : onednn_(make_onednn_matmul()) {
+CpuDevice::CpuDevice() : CpuDevice(choose_cpu_isa()) {}
+
+CpuDevice::CpuDevice(const CpuIsaChoice& isa) : kernels_(&cpu_kernels(isa.isa)), onednn_(make_onednn_matmul()) {
   info_.kind = "cpu";
+  info_.kernel_isa = cpu_isa_name(isa.isa);
+  info_.kernel_isa_source = isa.source;
+  info_.kernel_isas_runnable = isa.runnable;
+  info_.gemm_isa = "onednn " + onednn_isa_name();
   info_.name = cpu_model_name();
   info_.cores = omp_get_max_threads();
   const dnnl_version_t* v = dnnl_version();
@@ -92,5 +120,14 @@ void* CpuDevice::workspace(int slot, size_t bytes) {
 }  // namespace cpu
 
 std::unique_ptr<Device> make_cpu_device() { return std::make_unique<cpu::CpuDevice>(); }
+
+std::optional<std::string> cpu_device_unavailable() {
+  try {
+    cpu::choose_cpu_isa();
+  } catch (const DeviceError& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
 
 }  // namespace mpb

@@ -1,11 +1,12 @@
 // CpuDevice: the Device implementation behind make_cpu_device(). Internal to
 // the CPU backend. Its memory, copy and timing members are defined in
-// backends/cpu/cpu_device.cpp, the numeric ops (*_impl) in the file named
-// for each group of the list below: element-wise work as OpenMP loops over the scalar cores in
-// ops/*.h, GEMMs through oneDNN. The public Device ops have checked the
-// arguments against core/device.h before any *_impl runs, so the code here
-// checks nothing but what only the CPU backend knows (the ids and labels in
-// host memory).
+// backends/cpu/cpu_device.cpp, the GEMM in backends/cpu/gemm_onednn.cpp
+// (oneDNN), and every other op hands its call to the hand-written kernels
+// (backends/cpu/cpu_kernel_calls.cpp): OpenMP loops over the scalar cores in
+// ops/*.h, in backends/cpu/kernels/, built once per ISA and chosen at run time
+// (backends/cpu/cpu_isa.h). The public Device ops have checked the arguments
+// against core/device.h before any *_impl runs, so the code here checks nothing
+// but what only the CPU backend knows (the ids and labels in host memory).
 #pragma once
 
 #include <cstddef>
@@ -14,10 +15,13 @@
 #include <optional>
 #include <string>
 
+#include "backends/cpu/cpu_kernels.h"
 #include "core/device.h"
 #include "core/host_memory.h"
 
 namespace mpb::cpu {
+
+struct CpuIsaChoice;  // backends/cpu/cpu_isa.h
 
 // oneDNN's engine and stream and the matmul primitives cached per
 // shape/dtype/epilogue (backends/cpu/gemm_onednn.cpp).
@@ -27,14 +31,10 @@ struct OnednnMatmulDeleter {
 };
 std::unique_ptr<OnednnMatmul, OnednnMatmulDeleter> make_onednn_matmul();
 
-// dst[i] = src[i] converted (any float dtypes, same element count; unchecked):
-// the loop behind cast(), for the ops that convert internally
-// (backends/cpu/elementwise.cpp).
-void convert(const Tensor& dst, const Tensor& src);
-
 class CpuDevice final : public Device {
  public:
-  CpuDevice();
+  CpuDevice();  // the kernels choose_cpu_isa() picks (throws DeviceError as it does)
+  explicit CpuDevice(const CpuIsaChoice& isa);
   CpuDevice(const CpuDevice&) = delete;
   CpuDevice& operator=(const CpuDevice&) = delete;
 
@@ -47,16 +47,18 @@ class CpuDevice final : public Device {
   std::optional<size_t> free_memory_bytes() const override { return host_available_memory_bytes(); }
 
  protected:
-  // Defined in the file named for each group of the list:
+  // Defined in the file named for each group of the list (the kernel groups in
+  // backends/cpu/cpu_kernel_calls.cpp, which calls the ISA build's copy of the
+  // file named):
   //   memory and copies   backends/cpu/cpu_device.cpp
   //   GEMM                backends/cpu/gemm_onednn.cpp
-  //   element-wise        backends/cpu/elementwise.cpp
-  //   losses              backends/cpu/loss.cpp
-  //   reductions          backends/cpu/reduce.cpp
-  //   transformer ops     backends/cpu/transformer.cpp
-  //   attention           backends/cpu/attention.cpp
-  //   embeddings          backends/cpu/embedding.cpp
-  //   optimizers          backends/cpu/optimizer.cpp
+  //   element-wise        backends/cpu/kernels/elementwise.cpp
+  //   losses              backends/cpu/kernels/loss.cpp
+  //   reductions          backends/cpu/kernels/reduce.cpp
+  //   transformer ops     backends/cpu/kernels/transformer.cpp
+  //   attention           backends/cpu/kernels/attention.cpp
+  //   embeddings          backends/cpu/kernels/embedding.cpp
+  //   optimizers          backends/cpu/kernels/optimizer.cpp
 #include "core/device_impl_overrides.inc"
 
  private:
@@ -65,6 +67,7 @@ class CpuDevice final : public Device {
   void* workspace(int slot, size_t bytes);
 
   DeviceInfo info_;
+  CpuKernels* kernels_;  // the ISA build chosen at construction (backends/cpu/cpu_isa.cpp); never null
   DeviceBuffer workspace_[4];
   std::unique_ptr<OnednnMatmul, OnednnMatmulDeleter> onednn_;
 };

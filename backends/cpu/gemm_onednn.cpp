@@ -160,13 +160,13 @@ int64_t span(int64_t batch, int64_t stride, int64_t size) { return (batch - 1) *
 // fp32 copy of the first n elements of an operand, rounded to what the compute
 // mode feeds the multiplier. A strided batch is widened over its whole span
 // (gaps included: they are converted but never read), keeping the strides.
-void widen_operand(float* dst, const Tensor& src, int64_t n, GemmCompute compute) {
+void widen_operand(CpuKernels& k, float* dst, const Tensor& src, int64_t n, GemmCompute compute) {
   if (compute == GemmCompute::TF32) {
     const float* s = static_cast<const float*>(src.data);
 #pragma omp parallel for
     for (int64_t i = 0; i < n; ++i) dst[i] = round_to_tf32(s[i]);
   } else {
-    convert(Tensor(dst, DType::F32, Shape{n}), src.flat_slice(0, n));
+    k.convert(Tensor(dst, DType::F32, Shape{n}), src.flat_slice(0, n));
   }
 }
 
@@ -200,12 +200,12 @@ void quantize_operand_fp8(float* dst, const Tensor& src, int64_t n, const GemmFp
 
 // dst[i*stride .. +size) = src[i*stride .. +size) for every matrix of a batch:
 // only the matrices, so the gaps of a strided C keep their contents.
-void cast_batch(const Tensor& dst, const Tensor& src, int64_t batch, int64_t stride, int64_t size) {
+void cast_batch(CpuKernels& k, const Tensor& dst, const Tensor& src, int64_t batch, int64_t stride, int64_t size) {
   if (batch == 1 || stride == size) {  // contiguous: one (parallel) sweep
-    convert(dst.flat_slice(0, span(batch, stride, size)), src.flat_slice(0, span(batch, stride, size)));
+    k.convert(dst.flat_slice(0, span(batch, stride, size)), src.flat_slice(0, span(batch, stride, size)));
     return;
   }
-  for (int64_t i = 0; i < batch; ++i) convert(dst.flat_slice(i * stride, size), src.flat_slice(i * stride, size));
+  for (int64_t i = 0; i < batch; ++i) k.convert(dst.flat_slice(i * stride, size), src.flat_slice(i * stride, size));
 }
 
 }  // namespace
@@ -241,8 +241,8 @@ void CpuDevice::gemm_impl(const GemmArgs& g) {
       quantize_operand_fp8(static_cast<float*>(a), g.a, span_a, g.fp8_a);
       quantize_operand_fp8(static_cast<float*>(b), g.b, span_b, g.fp8_b);
     } else {
-      widen_operand(static_cast<float*>(a), g.a, span_a, g.compute);
-      widen_operand(static_cast<float*>(b), g.b, span_b, g.compute);
+      widen_operand(*kernels_, static_cast<float*>(a), g.a, span_a, g.compute);
+      widen_operand(*kernels_, static_cast<float*>(b), g.b, span_b, g.compute);
     }
     op_type = dt::f32;
   }
@@ -259,14 +259,14 @@ void CpuDevice::gemm_impl(const GemmArgs& g) {
   Tensor mm_dst = dst;
   if (!dst_ok) {
     mm_dst = Tensor(workspace(2, span_c * sizeof(float)), DType::F32, Shape{span_c});
-    if (g.beta != 0.0f) cast_batch(mm_dst, dst, g.batch, g.stride_c, g.m * g.n);
+    if (g.beta != 0.0f) cast_batch(*kernels_, mm_dst, dst, g.batch, g.stride_c, g.m * g.n);
   }
 
   // oneDNN takes an fp32 bias; a half one (apex O2/O3 parameters) is widened.
   const void* bias = g.bias.data;
   if (g.epilogue != Epilogue::None && g.bias.dtype != DType::F32) {
     void* wide = workspace(3, g.n * sizeof(float));
-    convert(Tensor(wide, DType::F32, Shape{g.n}), g.bias);
+    kernels_->convert(Tensor(wide, DType::F32, Shape{g.n}), g.bias);
     bias = wide;
   }
   const bool batched = g.batch > 1;
@@ -277,10 +277,10 @@ void CpuDevice::gemm_impl(const GemmArgs& g) {
   onednn_->execute(key, a, b, mm_dst.data, bias);
   if (onednn_->cache.size() != primitives) note_plan_created();  // a cache miss built a primitive
 
-  if (!dst_ok) cast_batch(dst, mm_dst, g.batch, g.stride_c, g.m * g.n);
+  if (!dst_ok) cast_batch(*kernels_, dst, mm_dst, g.batch, g.stride_c, g.m * g.n);
   if (split_act) activation_forward_impl(act_kind, g.c, g.pre_act);
   // Without an activation, pre_act (if given) is simply C.
-  if (!act && !g.pre_act.empty() && g.pre_act.data != g.c.data) convert(g.pre_act, g.c);
+  if (!act && !g.pre_act.empty() && g.pre_act.data != g.c.data) kernels_->convert(g.pre_act, g.c);
 }
 
 }  // namespace mpb::cpu

@@ -2,7 +2,7 @@
 // over materialised scores, and fused flash-style attention (FlashAttention-2
 // structure) that never materialises the [T,T] matrix. The mask rule, the
 // online softmax and the backward formulas are the shared scalar cores of
-// ops/attention.h, exactly as backends/cpu/attention.cpp uses them. Arguments
+// ops/attention.h, exactly as backends/cpu/kernels/attention.cpp uses them. Arguments
 // arrive checked (core/device.h); this file checks only its own limits.
 //
 // Masked softmax / softmax backward: one warp per row (grid-stride over rows);

@@ -31,7 +31,7 @@ __global__ void scale_kernel(void* p, DType t, int64_t n, float factor) {
 }
 
 // y[r, c] = y[r, c] + bias[c] in fp32, stored in y's dtype: the CPU
-// backend's expression (backends/cpu/elementwise.cpp), for every pair of dtypes.
+// backend's expression (backends/cpu/kernels/elementwise.cpp), for every pair of dtypes.
 template <DType T, DType B>
 __global__ void add_bias_kernel(void* y, int64_t n, int64_t cols, const void* bias) {
   using EY = scalar::Elem<T>;

@@ -3,7 +3,7 @@
 // Forward: a gather, out[i, :] = table[ids[i], :] through the dtype
 // conversion: bit-identical to the CPU.
 //
-// Backward: deterministic and bit-identical to the CPU (backends/cpu/embedding.cpp).
+// Backward: deterministic and bit-identical to the CPU (backends/cpu/kernels/embedding.cpp).
 // Each table row is owned by one thread per column, which computes
 //   (Accumulate ? dtable[v] : 0) + dout[i1] + dout[i2] + ...   (i1 < i2 < ...)
 // in fp32 and rounds once to dtable's dtype: the CPU's expression in the CPU's

@@ -64,7 +64,7 @@ inline unsigned reduction_grid(int64_t n, int64_t per_block, unsigned max_blocks
   return blocks > static_cast<int64_t>(max_blocks) ? max_blocks : static_cast<unsigned>(blocks);
 }
 
-// Host-side dtype dispatch, as backends/cpu/dispatch.h does for the CPU loops:
+// Host-side dtype dispatch, as backends/cpu/kernels/dispatch.h does for the CPU loops:
 // calls f with the float dtype as a compile-time constant, so a kernel is
 // instantiated per storage type and reads/writes through scalar::Elem<T>
 // (ops/dtype_io.h) without a per-element switch. Non-float dtypes throw

@@ -5,7 +5,7 @@
 // both give bit-identical results.
 //
 // Dtypes (the Device contract in core/device.h, checked by Device::adamw_step
-// and Device::sgd_step; backends/cpu/optimizer.cpp implements the same): the
+// and Device::sgd_step; backends/cpu/kernels/optimizer.cpp implements the same): the
 // parameter is fp32 (master weights) or fp16/bf16 (no master copy, apex O3:
 // loaded to fp32, updated, stored rounded to nearest even through
 // scalar::Elem); the gradient is any float dtype, loaded to fp32 and then

@@ -1,7 +1,7 @@
 // Tensor statistics and exponent histograms on the GPU. Both are two-stage
 // reductions whose grid depends only on the element count, so results are
 // reproducible run to run and across GPUs. Element classification (finite,
-// zero, frexp exponent) is exactly the CPU backend's (backends/cpu/reduce.cpp).
+// zero, frexp exponent) is exactly the CPU backend's (backends/cpu/kernels/reduce.cpp).
 #include <cmath>
 #include <vector>
 

@@ -56,7 +56,7 @@ __global__ void xent_rows_kernel(const void* logits, DType lt, const int32_t* la
     local_sum += scalar::xent_exp(load_f32(logits, lt, base + c), row_max);
   const float sum_exp = block_reduce(local_sum, 0.0f, SumOp{}, smem);
 
-  // The CPU's probability expression (backends/cpu/loss.cpp): exp times the reciprocal of the sum.
+  // The CPU's probability expression (backends/cpu/kernels/loss.cpp): exp times the reciprocal of the sum.
   const float inv = 1.0f / sum_exp;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     const float prob = scalar::xent_exp(load_f32(logits, lt, base + c), row_max) * inv;

@@ -1,7 +1,7 @@
 // The CUDA transformer ops that are not attention or embeddings: add,
 // LayerNorm (forward, residual + forward, backward), the QKV/head layout
 // shuffles and dropout. The per-element math is the CPU backend's
-// (backends/cpu/transformer.cpp) through the shared scalar cores in
+// (backends/cpu/kernels/transformer.cpp) through the shared scalar cores in
 // ops/layernorm.h and ops/dropout.h. Arguments arrive checked (core/device.h).
 //
 // What agrees with the CPU bit for bit: add, the head shuffles and dropout
@@ -35,7 +35,7 @@ using scalar::load_f32;
 using scalar::store_f32;
 
 // Rows per partial dgamma/dbeta sum (the CPU's kLnGradChunk in
-// backends/cpu/transformer.cpp): a fixed number, so the reduction order depends on
+// backends/cpu/kernels/transformer.cpp): a fixed number, so the reduction order depends on
 // the shape only.
 constexpr int64_t kLnGradChunk = 32;
 

@@ -15,8 +15,8 @@
 // interesting values (0, 1, just below half, half, just above half, all ones).
 // Deterministic seeds; the whole file runs in about one second at -O3.
 //
-// Note for -O3 -march=native builds: nothing here depends on the FP
-// environment; the references use only exact double operations.
+// Nothing here depends on the FP environment or the build's target flags; the
+// references use only exact double operations.
 #include "core/numerics.h"
 
 #include <cpuid.h>
@@ -138,9 +138,12 @@ __attribute__((target("f16c"))) void f16c_convert(const float* in, uint16_t* out
     const __m128i h = _mm_cvtps_ph(_mm_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
     _mm_storel_epi64(reinterpret_cast<__m128i*>(out + i), h);
   }
-  for (; i < n; ++i) {
-    const __m128i h = _mm_cvtps_ph(_mm_set_ss(in[i]), _MM_FROUND_TO_NEAREST_INT);
-    out[i] = static_cast<uint16_t>(_mm_extract_epi16(h, 0));
+  if (i < n) {  // the last 1-3 through a zero-padded block, as avx512_bf16_convert does
+    float tmp[4] = {};
+    uint16_t res[4];
+    std::memcpy(tmp, in + i, (n - i) * sizeof(float));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(res), _mm_cvtps_ph(_mm_loadu_ps(tmp), _MM_FROUND_TO_NEAREST_INT));
+    std::memcpy(out + i, res, (n - i) * sizeof(uint16_t));
   }
 }
 

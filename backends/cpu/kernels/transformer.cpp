@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <vector>
 
-#include "backends/cpu/cpu_device_impl.h"
-#include "backends/cpu/dispatch.h"
-#include "backends/cpu/elementwise_map.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/dispatch.h"
+#include "backends/cpu/kernels/elementwise_map.h"
 #include "ops/dropout.h"
 #include "ops/layernorm.h"
 
-namespace mpb::cpu {
+namespace mpb::cpu::MPB_CPU_ISA_NS {
 
 using scalar::Elem;
 
@@ -76,14 +76,14 @@ void layernorm_rows(const Tensor& out, float* mean, float* rstd, const Tensor& x
 
 }  // namespace
 
-void CpuDevice::add_impl(const Tensor& out, const Tensor& a, const Tensor& b) {
+void Kernels::add_impl(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int64_t n = out.numel();
   const int64_t blocks = (n + 4095) / 4096;
 #pragma omp parallel for if (n > kParallelMin)
   for (int64_t blk = 0; blk < blocks; ++blk) add_range(out, a, b, blk * 4096, std::min(n, (blk + 1) * 4096));
 }
 
-void CpuDevice::layernorm_forward_impl(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+void Kernels::layernorm_forward_impl(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                                        const Tensor& gamma, const Tensor& beta, float eps) {
   const std::vector<float> g = to_f32(gamma), bt = to_f32(beta);
   const int64_t rows = x.rows();
@@ -94,7 +94,7 @@ void CpuDevice::layernorm_forward_impl(const Tensor& out, const Tensor& mean, co
     layernorm_rows(out, mu, rs, x, g.data(), bt.data(), eps, r0, std::min(rows, r0 + kLnRowBlock));
 }
 
-void CpuDevice::residual_layernorm_forward_impl(const Tensor& out, const Tensor& sum, const Tensor& mean,
+void Kernels::residual_layernorm_forward_impl(const Tensor& out, const Tensor& sum, const Tensor& mean,
                                                 const Tensor& rstd, const Tensor& a, const Tensor& b,
                                                 const Tensor& gamma, const Tensor& beta, float eps) {
   const std::vector<float> g = to_f32(gamma), bt = to_f32(beta);
@@ -113,7 +113,7 @@ void CpuDevice::residual_layernorm_forward_impl(const Tensor& out, const Tensor&
   }
 }
 
-void CpuDevice::layernorm_backward_impl(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+void Kernels::layernorm_backward_impl(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
                                         const Tensor& dout, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                         const Tensor& gamma, GradMode dx_mode, GradMode param_mode) {
   const std::vector<float> g = to_f32(gamma);
@@ -227,32 +227,32 @@ void shuffle_heads(const Tensor& packed, const Tensor& heads, const HeadDims& d,
 
 }  // namespace
 
-void CpuDevice::split_heads_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv) {
+void Kernels::split_heads_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv) {
   const HeadDims d = head_dims(q);
   shuffle_heads(qkv, q, d, 3, 0, true);
   shuffle_heads(qkv, k, d, 3, 1, true);
   shuffle_heads(qkv, v, d, 3, 2, true);
 }
 
-void CpuDevice::merge_qkv_grads_impl(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+void Kernels::merge_qkv_grads_impl(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   const HeadDims d = head_dims(dq);
   shuffle_heads(dqkv, dq, d, 3, 0, false);
   shuffle_heads(dqkv, dk, d, 3, 1, false);
   shuffle_heads(dqkv, dv, d, 3, 2, false);
 }
 
-void CpuDevice::merge_heads_impl(const Tensor& out, const Tensor& in) {
+void Kernels::merge_heads_impl(const Tensor& out, const Tensor& in) {
   const HeadDims d = head_dims(in);
   shuffle_heads(out, in, d, 1, 0, false);
 }
 
-void CpuDevice::split_heads_grad_impl(const Tensor& din, const Tensor& dout) {
+void Kernels::split_heads_grad_impl(const Tensor& din, const Tensor& dout) {
   const HeadDims d = head_dims(din);
   shuffle_heads(dout, din, d, 1, 0, true);
 }
 
 // ---- dropout ---------------------------------------------------------------------------
-void CpuDevice::dropout_impl(const Tensor& out, const Tensor& in, float p, uint64_t seed) {
+void Kernels::dropout_impl(const Tensor& out, const Tensor& in, float p, uint64_t seed) {
   if (p == 0.0f) {  // identity (a cast when the dtypes differ)
     if (out.data != in.data) convert(out, in);
     return;
@@ -264,4 +264,4 @@ void CpuDevice::dropout_impl(const Tensor& out, const Tensor& in, float p, uint6
   });
 }
 
-}  // namespace mpb::cpu
+}  // namespace mpb::cpu::MPB_CPU_ISA_NS

@@ -3,11 +3,11 @@
 #include <cmath>
 #include <vector>
 
-#include "backends/cpu/cpu_device_impl.h"
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/dispatch.h"
 #include "ops/dtype_io.h"
 
-namespace mpb::cpu {
+namespace mpb::cpu::MPB_CPU_ISA_NS {
 
 using scalar::load_f32;
 
@@ -58,7 +58,7 @@ void chunk_stats(const void* p, int64_t begin, int64_t end, double& s, int64_t& 
 
 }  // namespace
 
-TensorStats CpuDevice::stats_impl(const Tensor& t) {
+TensorStats Kernels::stats_impl(const Tensor& t) {
   const int64_t n = t.numel();
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> sq(static_cast<size_t>(chunks));
@@ -79,7 +79,7 @@ TensorStats CpuDevice::stats_impl(const Tensor& t) {
   return out;
 }
 
-ExponentHistogram CpuDevice::exponent_histogram_impl(const Tensor& t, int lo, int nbins) {
+ExponentHistogram Kernels::exponent_histogram_impl(const Tensor& t, int lo, int nbins) {
   ExponentHistogram h;
   h.lo = lo;
   h.bins.assign(static_cast<size_t>(nbins), 0);
@@ -98,4 +98,4 @@ ExponentHistogram CpuDevice::exponent_histogram_impl(const Tensor& t, int lo, in
   return h;
 }
 
-}  // namespace mpb::cpu
+}  // namespace mpb::cpu::MPB_CPU_ISA_NS

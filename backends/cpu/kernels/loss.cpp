@@ -2,15 +2,14 @@
 // fp32 with the scalar cores of ops/softmax_xent.h; the loss summed in row
 // order.
 #include <cmath>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_device_impl.h"
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/kernel_errors.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/dispatch.h"
 #include "ops/softmax_xent.h"
 
-namespace mpb::cpu {
+namespace mpb::cpu::MPB_CPU_ISA_NS {
 
 using scalar::Elem;
 
@@ -25,8 +24,7 @@ const int32_t* check_labels(const char* op, const Tensor& labels, int64_t C) {
   const int64_t B = labels.numel();
   for (int64_t r = 0; r < B; ++r)
     if (y[r] >= C)
-      throw std::out_of_range(std::string(op) + ": label " + std::to_string(y[r]) + " in row " + std::to_string(r) +
-                              " is not below the " + std::to_string(C) + " classes");
+      throw_bad_label(op, y[r], r, C);
   return y;
 }
 
@@ -60,7 +58,7 @@ double sum_in_order(const std::vector<float>& row_loss) {
 
 }  // namespace
 
-double CpuDevice::softmax_xent_forward_impl(const Tensor& probs, const Tensor& logits, const Tensor& labels) {
+double Kernels::softmax_xent_forward_impl(const Tensor& probs, const Tensor& logits, const Tensor& labels) {
   const int64_t B = logits.rows(), C = logits.cols();
   const int32_t* y = check_labels("softmax_xent_forward", labels, C);
   float* p = static_cast<float*>(probs.data);
@@ -85,7 +83,7 @@ double CpuDevice::softmax_xent_forward_impl(const Tensor& probs, const Tensor& l
   return sum_in_order(row_loss);
 }
 
-void CpuDevice::softmax_xent_backward_impl(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
+void Kernels::softmax_xent_backward_impl(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
                                            float grad_scale) {
   const int64_t B = probs.rows(), C = probs.cols();
   const int32_t* y = check_labels("softmax_xent_backward", labels, C);
@@ -104,7 +102,7 @@ void CpuDevice::softmax_xent_backward_impl(const Tensor& dlogits, const Tensor& 
   });
 }
 
-double CpuDevice::softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
+double Kernels::softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
                                           float grad_scale) {
   const int64_t B = logits.rows(), C = logits.cols();
   const int32_t* y = check_labels("softmax_xent_fused", labels, C);
@@ -140,7 +138,7 @@ double CpuDevice::softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& l
   return sum_in_order(row_loss);
 }
 
-int64_t CpuDevice::count_correct_impl(const Tensor& logits, const Tensor& labels) {
+int64_t Kernels::count_correct_impl(const Tensor& logits, const Tensor& labels) {
   const int64_t B = logits.rows(), C = logits.cols();
   const int32_t* y = check_labels("count_correct", labels, C);
   int64_t correct = 0;
@@ -162,4 +160,4 @@ int64_t CpuDevice::count_correct_impl(const Tensor& logits, const Tensor& labels
   return correct;
 }
 
-}  // namespace mpb::cpu
+}  // namespace mpb::cpu::MPB_CPU_ISA_NS

@@ -2,13 +2,13 @@
 // f is specialised (and vectorised) for that storage type.
 #pragma once
 
-#include <stdexcept>
 #include <type_traits>
 
+#include "backends/cpu/kernel_errors.h"
 #include "core/dtype.h"
 #include "ops/dtype_io.h"
 
-namespace mpb::cpu {
+namespace mpb::cpu::MPB_CPU_ISA_NS {
 
 template <DType T>
 using DTypeTag = std::integral_constant<DType, T>;
@@ -19,7 +19,7 @@ void dispatch_float(DType t, F&& f) {
     case DType::F32: f(DTypeTag<DType::F32>{}); return;
     case DType::F16: f(DTypeTag<DType::F16>{}); return;
     case DType::BF16: f(DTypeTag<DType::BF16>{}); return;
-    default: throw std::invalid_argument(std::string("expected a float tensor, got ") + dtype_name(t));
+    default: throw_not_float(t);
   }
 }
 
@@ -35,4 +35,4 @@ void dispatch_float3(DType a, DType b, DType c, F&& f) {
   dispatch_float2(a, b, [&](auto A, auto B) { dispatch_float(c, [&](auto C) { f(A, B, C); }); });
 }
 
-}  // namespace mpb::cpu
+}  // namespace mpb::cpu::MPB_CPU_ISA_NS

@@ -22,10 +22,10 @@
 #include <omp.h>
 
 #include "ops/attention.h"
-#include "backends/cpu/cpu_device_impl.h"
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/dispatch.h"
 
-namespace mpb::cpu {
+namespace mpb::cpu::MPB_CPU_ISA_NS {
 
 using scalar::Elem;
 
@@ -160,7 +160,7 @@ inline void mask_row(float* s, int64_t nc, const int32_t* kv, float scale, float
 }  // namespace
 
 // ---- unfused softmax ------------------------------------------------------------------
-void CpuDevice::masked_softmax_forward_impl(const Tensor& probs, const Tensor& scores, const Tensor& key_valid,
+void Kernels::masked_softmax_forward_impl(const Tensor& probs, const Tensor& scores, const Tensor& key_valid,
                                             float scale, float mask_value) {
   const int64_t Tk = scores.shape[3];
   const int64_t rows_per_b = scores.shape[1] * scores.shape[2];
@@ -198,7 +198,7 @@ void CpuDevice::masked_softmax_forward_impl(const Tensor& probs, const Tensor& s
   });
 }
 
-void CpuDevice::softmax_backward_impl(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs,
+void Kernels::softmax_backward_impl(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs,
                                       float scale) {
   dispatch_float3(probs.dtype, dprobs.dtype, dscores.dtype, [&](auto P, auto DP, auto DS) {
     using EP = Elem<decltype(P)::value>;
@@ -228,7 +228,7 @@ void CpuDevice::softmax_backward_impl(const Tensor& dscores, const Tensor& probs
 // query tile: rows are independent, and a thread reuses its converted K/V
 // while consecutive tasks share (b,h). Backward tasks are whole (b,h) pairs,
 // so dK/dV (summed over every query tile) belong to one thread.
-void CpuDevice::attention_forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+void Kernels::attention_forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                                        const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
   const AttnDims d = attn_dims(q, k);
   const int32_t* kv = static_cast<const int32_t*>(key_valid.data);
@@ -303,7 +303,7 @@ void CpuDevice::attention_forward_impl(const Tensor& out, const Tensor& lse, con
   }
 }
 
-void CpuDevice::attention_backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+void Kernels::attention_backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                                         const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                                         const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
   const AttnDims d = attn_dims(q, k);
@@ -378,4 +378,4 @@ void CpuDevice::attention_backward_impl(const Tensor& dq, const Tensor& dk, cons
   }
 }
 
-}  // namespace mpb::cpu
+}  // namespace mpb::cpu::MPB_CPU_ISA_NS

@@ -8,15 +8,14 @@
 // thread count; the CUDA kernel must sum in the same order to agree bit for bit.
 // Rows no id refers to are zeroed (Overwrite) or left alone (Accumulate).
 #include <algorithm>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_device_impl.h"
-#include "backends/cpu/dispatch.h"
-#include "backends/cpu/elementwise_map.h"  // kParallelMin
+#include "backends/cpu/kernel_errors.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/dispatch.h"
+#include "backends/cpu/kernels/elementwise_map.h"  // kParallelMin
 
-namespace mpb::cpu {
+namespace mpb::cpu::MPB_CPU_ISA_NS {
 
 using scalar::Elem;
 
@@ -28,14 +27,13 @@ const int32_t* check_ids(const char* op, const Tensor& ids, int64_t rows, int64_
   const int32_t* id = static_cast<const int32_t*>(ids.data);
   for (int64_t i = 0; i < rows; ++i)
     if (id[i] < 0 || id[i] >= vocab)
-      throw std::out_of_range(std::string(op) + ": id " + std::to_string(id[i]) + " at position " +
-                              std::to_string(i) + " is outside the table's " + std::to_string(vocab) + " rows");
+      throw_bad_id(op, id[i], i, vocab);
   return id;
 }
 
 }  // namespace
 
-void CpuDevice::embedding_forward_impl(const Tensor& out, const Tensor& table, const Tensor& ids) {
+void Kernels::embedding_forward_impl(const Tensor& out, const Tensor& table, const Tensor& ids) {
   const int64_t N = out.rows(), C = out.cols();
   const int32_t* id = check_ids("embedding_forward", ids, N, table.rows());
   dispatch_float2(table.dtype, out.dtype, [&](auto T, auto O) {
@@ -52,7 +50,7 @@ void CpuDevice::embedding_forward_impl(const Tensor& out, const Tensor& table, c
   });
 }
 
-void CpuDevice::embedding_backward_impl(const Tensor& dtable, const Tensor& dout, const Tensor& ids, GradMode mode) {
+void Kernels::embedding_backward_impl(const Tensor& dtable, const Tensor& dout, const Tensor& ids, GradMode mode) {
   const int64_t N = dout.rows(), C = dout.cols(), V = dtable.rows();
   const int32_t* id = check_ids("embedding_backward", ids, N, V);
   // Counting sort of the positions by id (stable: ascending positions per id).
@@ -93,4 +91,4 @@ void CpuDevice::embedding_backward_impl(const Tensor& dtable, const Tensor& dout
   });
 }
 
-}  // namespace mpb::cpu
+}  // namespace mpb::cpu::MPB_CPU_ISA_NS

@@ -1,12 +1,12 @@
 // The element-wise ops on the CPU: OpenMP loops over the scalar cores,
 // dispatched once per dtype pair so they vectorise (the maps in
-// backends/cpu/elementwise_map.h).
-#include "backends/cpu/cpu_device_impl.h"
-#include "backends/cpu/dispatch.h"
-#include "backends/cpu/elementwise_map.h"
+// backends/cpu/kernels/elementwise_map.h).
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/dispatch.h"
+#include "backends/cpu/kernels/elementwise_map.h"
 #include "ops/activation.h"
 
-namespace mpb::cpu {
+namespace mpb::cpu::MPB_CPU_ISA_NS {
 
 using scalar::Elem;
 
@@ -14,7 +14,9 @@ void convert(const Tensor& dst, const Tensor& src) {
   map1(dst, src, [](float x) { return x; });
 }
 
-void CpuDevice::fill_impl(const Tensor& t, float value) {
+void Kernels::convert(const Tensor& dst, const Tensor& src) { MPB_CPU_ISA_NS::convert(dst, src); }
+
+void Kernels::fill_impl(const Tensor& t, float value) {
   dispatch_float(t.dtype, [&](auto T) {
     using E = Elem<decltype(T)::value>;
     const int64_t n = t.numel();
@@ -24,13 +26,13 @@ void CpuDevice::fill_impl(const Tensor& t, float value) {
   });
 }
 
-void CpuDevice::cast_impl(const Tensor& dst, const Tensor& src) { convert(dst, src); }
+void Kernels::cast_impl(const Tensor& dst, const Tensor& src) { convert(dst, src); }
 
-void CpuDevice::scale_impl(const Tensor& t, float factor) {
+void Kernels::scale_impl(const Tensor& t, float factor) {
   map1(t, t, [factor](float x) { return x * factor; });
 }
 
-void CpuDevice::add_bias_impl(const Tensor& y, const Tensor& bias) {
+void Kernels::add_bias_impl(const Tensor& y, const Tensor& bias) {
   dispatch_float2(y.dtype, bias.dtype, [&](auto T, auto Bt) {
     using E = Elem<decltype(T)::value>;
     using EB = Elem<decltype(Bt)::value>;
@@ -45,18 +47,18 @@ void CpuDevice::add_bias_impl(const Tensor& y, const Tensor& bias) {
   });
 }
 
-void CpuDevice::activation_forward_impl(Activation act, const Tensor& out, const Tensor& in) {
+void Kernels::activation_forward_impl(Activation act, const Tensor& out, const Tensor& in) {
   if (act == Activation::Gelu) map1(out, in, [](float x) { return scalar::gelu(x); });
   else map1(out, in, [](float x) { return scalar::relu(x); });
 }
 
-void CpuDevice::activation_backward_impl(Activation act, const Tensor& din, const Tensor& dout,
+void Kernels::activation_backward_impl(Activation act, const Tensor& din, const Tensor& dout,
                                          const Tensor& pre_act) {
   if (act == Activation::Gelu) map2(din, dout, pre_act, [](float g, float x) { return g * scalar::gelu_grad(x); });
   else map2(din, dout, pre_act, [](float g, float x) { return g * scalar::relu_grad(x); });
 }
 
-void CpuDevice::bias_grad_impl(const Tensor& db, const Tensor& dy, GradMode mode) {
+void Kernels::bias_grad_impl(const Tensor& db, const Tensor& dy, GradMode mode) {
   dispatch_float2(dy.dtype, db.dtype, [&](auto T, auto D) {
     using E = Elem<decltype(T)::value>;
     using ED = Elem<decltype(D)::value>;
@@ -77,4 +79,4 @@ void CpuDevice::bias_grad_impl(const Tensor& db, const Tensor& dy, GradMode mode
   });
 }
 
-}  // namespace mpb::cpu
+}  // namespace mpb::cpu::MPB_CPU_ISA_NS

@@ -2,16 +2,16 @@
 
 #include <algorithm>
 
-#include "backends/cpu/cpu_device_impl.h"
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/dispatch.h"
 
-namespace mpb::cpu {
+namespace mpb::cpu::MPB_CPU_ISA_NS {
 
 using scalar::Elem;
 
 namespace {
 
-// Calls body(EP, EG, p, g): the element types (backends/cpu/dispatch.h) and
+// Calls body(EP, EG, p, g): the element types (backends/cpu/kernels/dispatch.h) and
 // data of a parameter and its gradient, in any float dtype pair.
 template <class Body>
 void with_param_and_grad(const Tensor& param, const Tensor& grad, Body body) {
@@ -58,7 +58,7 @@ void parallel_decay_runs(int64_t n, const std::vector<ElementRange>& no_decay, B
 
 }  // namespace
 
-void CpuDevice::adamw_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+void Kernels::adamw_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                                 const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy,
                                 const std::vector<ElementRange>& no_decay) {
   // The constants of both groups, made as a call with weight_decay 0 would make them.
@@ -118,7 +118,7 @@ void CpuDevice::adamw_step_impl(const Tensor& param, const Tensor& grad, const T
   if (!fused && !param_copy.empty()) convert(param_copy, param);  // a separate sweep, as unfused code does
 }
 
-void CpuDevice::sgd_step_impl(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
+void Kernels::sgd_step_impl(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
                               float grad_scale, const std::vector<ElementRange>& no_decay) {
   const scalar::SgdStep decayed{h.lr, h.momentum, h.weight_decay};
   const scalar::SgdStep plain{h.lr, h.momentum, 0.0f};
@@ -140,7 +140,7 @@ void CpuDevice::sgd_step_impl(const Tensor& param, const Tensor& grad, const Ten
 // LAMB: each tensor's two passes (ops/optimizer.h) run on one thread, the
 // tensors spread over the threads; the sums of squares accumulate in double.
 // `scratch` is unused: the sums live in registers here.
-void CpuDevice::lamb_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+void Kernels::lamb_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                                const LambHyper& h, float grad_scale, const Tensor& param_copy,
                                const std::vector<LambTensor>& tensors, const Tensor& /*scratch*/) {
   const scalar::LambStep s = scalar::make_lamb_step(h.beta1, h.beta2, h.eps, h.weight_decay, h.bias_correction, h.step);
@@ -177,4 +177,4 @@ void CpuDevice::lamb_step_impl(const Tensor& param, const Tensor& grad, const Te
   });
 }
 
-}  // namespace mpb::cpu
+}  // namespace mpb::cpu::MPB_CPU_ISA_NS

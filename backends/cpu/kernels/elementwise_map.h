@@ -5,10 +5,10 @@
 
 #include <cstdint>
 
-#include "backends/cpu/dispatch.h"
+#include "backends/cpu/kernels/dispatch.h"
 #include "core/tensor.h"
 
-namespace mpb::cpu {
+namespace mpb::cpu::MPB_CPU_ISA_NS {
 
 // Loops below this many elements are not worth waking the thread team.
 constexpr int64_t kParallelMin = 1 << 14;
@@ -50,4 +50,4 @@ void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   });
 }
 
-}  // namespace mpb::cpu
+}  // namespace mpb::cpu::MPB_CPU_ISA_NS
