@@ -47,44 +47,60 @@ AttnDims attn_dims(const Tensor& q, const Tensor& k) {
 constexpr int64_t kLanes = 16;
 inline int64_t pad16(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
-// 16 fp32 lanes (one AVX-512 register; two AVX2 ones elsewhere). Only used as
-// local variables, never passed to or returned from functions (ABI-neutral).
-typedef float v16f __attribute__((vector_size(64)));
+// The widest vector register of the ISA this file is built for (one build per
+// ISA: backends/cpu/cpu_isa.h): a 16-lane group of columns is 1 AVX-512, 2 AVX2
+// or 4 SSE2 registers. A 64-byte vector type on AVX2 would live on the stack
+// (GCC lowers what the hardware lacks through memory: 15x slower measured).
+// Only used as local variables, never passed or returned (ABI-neutral).
+#if defined(__AVX512F__)
+constexpr int kVecFloats = 16;
+#elif defined(__AVX__)
+constexpr int kVecFloats = 8;
+#else
+constexpr int kVecFloats = 4;
+#endif
+typedef float vnf __attribute__((vector_size(kVecFloats * sizeof(float))));
+constexpr int kVecsPerGroup = static_cast<int>(kLanes) / kVecFloats;
+// Column groups per micro-kernel call: as many as keep R = 4 rows of
+// accumulators plus one row of B in the registers (32 with AVX-512, 16 else).
+constexpr int kMaxGroups = kVecFloats == 16 ? 4 : 1;
 
 // C[r, 16v + l] (+)= sum_k A(r, k) * Bm[k * ldb + 16v + l] for r < R, v < NV,
 // l < 16, with A(r, k) = A[r * ars + k * aks] (row- or column-major A). The
-// R x NV accumulators stay in registers; the sum runs over k in order,
-// starting from C (accumulate) or 0. Plain mul + add (-ffp-contract=off).
+// R x NV groups of accumulators stay in registers; each element's sum runs over
+// k in order, starting from C (accumulate) or 0, with plain mul + add
+// (-ffp-contract=off): the same bits whatever the vector width.
 template <int R, int NV>
 inline void micro_kernel(float* C, int64_t ldc, const float* A, int64_t ars, int64_t aks, const float* Bm,
                          int64_t ldb, int64_t K, bool accumulate) {
-  v16f c[R][NV];
+  constexpr int NW = NV * kVecsPerGroup;  // registers per row
+  vnf c[R][NW];
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) {
+    for (int w = 0; w < NW; ++w) {
       if (accumulate)
-        __builtin_memcpy(&c[r][v], C + r * ldc + v * kLanes, sizeof(v16f));
+        __builtin_memcpy(&c[r][w], C + r * ldc + w * kVecFloats, sizeof(vnf));
       else
-        c[r][v] = v16f{} ;
+        c[r][w] = vnf{};
     }
   for (int64_t k = 0; k < K; ++k) {
     const float* b = Bm + k * ldb;
-    v16f bv[NV];
-    for (int v = 0; v < NV; ++v) {
-      __builtin_memcpy(&bv[v], b + v * kLanes, sizeof(v16f));
+    vnf bv[NW];
+    for (int w = 0; w < NW; ++w) {
+      __builtin_memcpy(&bv[w], b + w * kVecFloats, sizeof(vnf));
 #if defined(__AVX512F__) && defined(__GNUC__)
       // Keep B in registers (loaded once per k) instead of a memory operand
       // of each of the R multiplies: halves the loads of the inner loop.
-      __asm__("" : "+v"(bv[v]));
+      __asm__("" : "+v"(bv[w]));
 #endif
     }
     const float* a = A + k * aks;
     for (int r = 0; r < R; ++r) {
       const float ar = a[r * ars];
-      for (int v = 0; v < NV; ++v) c[r][v] += ar * bv[v];
+      for (int w = 0; w < NW; ++w) c[r][w] += ar * bv[w];
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) __builtin_memcpy(C + r * ldc + v * kLanes, &c[r][v], sizeof(v16f));
+    for (int w = 0; w < NW; ++w) __builtin_memcpy(C + r * ldc + w * kVecFloats, &c[r][w], sizeof(vnf));
 }
 
 // C[M, N] (+)= A[M, K] . Bm[K, N] over fp32 scratch: M rows are computed in
@@ -100,8 +116,8 @@ void small_gemm(float* C, int64_t ldc, const float* A, int64_t ars, int64_t aks,
     float* c = C + m0 * ldc;
     const float* a = A + m0 * ars;
     int64_t v0 = 0;
-    for (; v0 + 4 <= nv; v0 += 4)
-      micro_kernel<R, 4>(c + v0 * kLanes, ldc, a, ars, aks, Bm + v0 * kLanes, ldb, K, accumulate);
+    for (; v0 + kMaxGroups <= nv; v0 += kMaxGroups)
+      micro_kernel<R, kMaxGroups>(c + v0 * kLanes, ldc, a, ars, aks, Bm + v0 * kLanes, ldb, K, accumulate);
     switch (nv - v0) {
       case 3: micro_kernel<R, 3>(c + v0 * kLanes, ldc, a, ars, aks, Bm + v0 * kLanes, ldb, K, accumulate); break;
       case 2: micro_kernel<R, 2>(c + v0 * kLanes, ldc, a, ars, aks, Bm + v0 * kLanes, ldb, K, accumulate); break;
