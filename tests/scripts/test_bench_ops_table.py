@@ -85,13 +85,17 @@ class Tables(unittest.TestCase):
 
 class Update(TempDirTest):
 
-    def test_replaces_only_between_the_markers(self):
-        src = os.path.join(self.tmp, "ops.json")
+    def files(self, markdown):
+        """ops.json (doc()) and PERF.md (markdown) in the temporary directory: their paths."""
+        src, md = os.path.join(self.tmp, "ops.json"), os.path.join(self.tmp, "PERF.md")
         with open(src, "w", encoding="utf-8") as f:
             json.dump(doc(), f)
-        md = os.path.join(self.tmp, "PERF.md")
         with open(md, "w", encoding="utf-8") as f:
-            f.write(f"# Before\n\n{bot.BEGIN}\nold table\n{bot.END}\n\nAfter.\n")
+            f.write(markdown)
+        return src, md
+
+    def test_replaces_only_between_the_markers(self):
+        src, md = self.files(f"# Before\n\n{bot.BEGIN}\nold table\n{bot.END}\n\nAfter.\n")
         p = run_script("bench_ops_table.py", src, "--update", md)
         self.assertEqual(p.returncode, 0, p.stderr)
         with open(md, encoding="utf-8") as f:
@@ -102,12 +106,7 @@ class Update(TempDirTest):
         self.assertIn("| softmax cross-entropy (sparse head) | mini | fp32 |", out)
 
     def test_missing_markers_or_bad_json_fail_without_writing(self):
-        src = os.path.join(self.tmp, "ops.json")
-        with open(src, "w", encoding="utf-8") as f:
-            json.dump(doc(), f)
-        md = os.path.join(self.tmp, "PERF.md")
-        with open(md, "w", encoding="utf-8") as f:
-            f.write("no markers\n")
+        src, md = self.files("no markers\n")
         p = run_script("bench_ops_table.py", src, "--update", md)
         self.assertEqual(p.returncode, 2)
         self.assertIn("no bench_ops markers", p.stderr)
