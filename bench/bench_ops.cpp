@@ -98,8 +98,6 @@ BENCHMARK(BM_MachineBounds)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-size_t dsize(DType t) { return t == DType::F32 || t == DType::I32 ? 4 : 2; }
-
 // A device and its buffers for one benchmark, filled with values in [-1, 1).
 struct Bench {
   std::unique_ptr<Device> dev = make_cpu_device();
@@ -184,7 +182,7 @@ void BM_Attention(benchmark::State& state, BertShape s, DType t, bool fused) {
       bgemm(dev, dk, s2, q, T, D, T, true, false, BH, mode);
     }
   }
-  const double bytes = 8.0 * double(q.numel()) * double(dsize(t));
+  const double bytes = 8.0 * double(q.numel()) * double(dtype_size(t));
   set_counters(state, bytes, 12.0 * double(BH) * double(T) * double(T) * double(D), mode, false);
 }
 
@@ -206,7 +204,7 @@ void BM_ResidualLayerNorm(benchmark::State& state, BertShape s, DType t, bool fu
       dev.layernorm_forward(out, mean, rstd, sum, g, beta, 1e-12f);
     }
   }
-  set_counters(state, 4.0 * double(a.numel()) * double(dsize(t)), 9.0 * double(a.numel()), mode_of(t), false);
+  set_counters(state, 4.0 * double(a.numel()) * double(dtype_size(t)), 9.0 * double(a.numel()), mode_of(t), false);
 }
 
 // ---- the FFN's first GEMM with bias + GELU: epilogue vs GEMM, bias, activation ---------------
@@ -232,7 +230,7 @@ void BM_GemmBiasGelu(benchmark::State& state, BertShape s, DType t, bool fused) 
       dev.activation_forward(Activation::Gelu, out, pre);
     }
   }
-  const double bytes = double(m * k + n * k + 2 * m * n) * double(dsize(t));
+  const double bytes = double(m * k + n * k + 2 * m * n) * double(dtype_size(t));
   set_counters(state, bytes, 2.0 * double(m) * double(n) * double(k), mode, true);
 }
 
@@ -253,7 +251,7 @@ void BM_GemmLayer(benchmark::State& state, BertShape s, GemmCompute mode, bool w
     g.a = b.make(Shape{N, 3 * H}, t), g.b = b.make(Shape{N, H}, t), g.c = b.make(Shape{3 * H, H}, DType::F32);
   }
   for (auto _ : state) b.dev->gemm(g);
-  const double bytes = double(g.a.numel() + g.b.numel()) * double(dsize(t)) + double(g.c.numel() * dsize(g.c.dtype));
+  const double bytes = double(g.a.bytes() + g.b.bytes() + g.c.bytes());
   set_counters(state, bytes, 2.0 * double(g.m) * double(g.n) * double(g.k), mode, true);
 }
 
@@ -275,7 +273,7 @@ void BM_SoftmaxXent(benchmark::State& state, BertShape s, DType t, bool fused) {
       dev.softmax_xent_backward(dlogits, probs, labels, 1.0f);
     }
   }
-  set_counters(state, 2.0 * double(logits.numel()) * double(dsize(t)), 5.0 * double(logits.numel()), mode_of(t),
+  set_counters(state, 2.0 * double(logits.numel()) * double(dtype_size(t)), 5.0 * double(logits.numel()), mode_of(t),
                false);
 }
 
