@@ -46,6 +46,10 @@ struct BertShape {
 // whole model; one BERT-base encoder layer).
 constexpr BertShape kMini{"mini", 16, 128, 256, 4, 1024, 8192, 5'300'000};
 constexpr BertShape kBase{"base", 8, 128, 768, 12, 3072, 30522, 7'100'000};
+// BERT-mini's tokens as 4 sequences of 512: where the [T,T] score matrices
+// (1 MiB per head in fp32) no longer stay in the caches, the case
+// flash-style attention exists for (docs/PERFORMANCE.md).
+constexpr BertShape kMiniSeq512{"mini512", 4, 512, 256, 4, 1024, 8192, 5'300'000};
 
 // ---- the machine's bounds, measured once in this binary --------------------------------------
 
@@ -304,6 +308,8 @@ void BM_AdamW(benchmark::State& state, BertShape s, bool fused) {
 
 MPB_PAIR(BM_Attention, kMini, mini, DType::F32, fp32, benchmark::kMillisecond);
 MPB_PAIR(BM_Attention, kMini, mini, DType::BF16, bf16, benchmark::kMillisecond);
+MPB_PAIR(BM_Attention, kMiniSeq512, mini512, DType::F32, fp32, benchmark::kMillisecond);
+MPB_PAIR(BM_Attention, kMiniSeq512, mini512, DType::BF16, bf16, benchmark::kMillisecond);
 MPB_PAIR(BM_Attention, kBase, base, DType::F32, fp32, benchmark::kMillisecond);
 MPB_PAIR(BM_Attention, kBase, base, DType::BF16, bf16, benchmark::kMillisecond);
 MPB_PAIR(BM_ResidualLayerNorm, kMini, mini, DType::F32, fp32, benchmark::kMicrosecond);

@@ -9,16 +9,18 @@
 // also transposed where the product needs keys along contiguous memory), then
 // walks query tiles x key tiles (kAttnTileQ x kAttnTileK) with fp32
 // accumulators. Every product (S = Q K^T, P V, dP = dO V^T, dV = P^T dO,
-// dK = dS^T Q, dQ = dS K) is a register-blocked small GEMM (small_gemm: 4
-// rows x up to 64 columns held in vector registers, the reduction index in
-// order). Each output element is computed by one thread in a fixed order
+// dK = dS^T Q, dQ = dS K) is a register-blocked small GEMM (small_gemm: 6
+// rows x up to 64 columns held in vector registers, one FMA per term, the
+// reduction index in order). Each output element is computed by one thread in a fixed order
 // (dK/dV by the thread that owns the (batch, head)), so the results are
 // deterministic and independent of the thread count.
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include "ops/attention.h"
@@ -61,21 +63,63 @@ constexpr int kVecFloats = 4;
 #endif
 typedef float vnf __attribute__((vector_size(kVecFloats * sizeof(float))));
 constexpr int kVecsPerGroup = static_cast<int>(kLanes) / kVecFloats;
-// Column groups per micro-kernel call: as many as keep R = 4 rows of
-// accumulators plus one row of B in the registers (32 with AVX-512, 16 else).
+// The micro-kernel's block: kRows rows x kMaxGroups 16-column groups of
+// accumulators, plus one row of B and a broadcast, all in registers: AVX-512
+// 6 x 4 + 4 + 1 = 29 of 32 zmm, AVX2 6 x 2 + 2 + 1 = 15 of 16 ymm (the
+// classic 6 x 16 block), SSE2 4 x 4 + 4 (spills a little; that build is the
+// reference). More rows per loaded row of B is fewer loads per FMA.
 constexpr int kMaxGroups = kVecFloats == 16 ? 4 : 1;
+constexpr int kRows = kVecFloats >= 8 ? 6 : 4;
+
+// x in every lane, loaded straight from memory (vbroadcastss): "vnf{} + x"
+// would add 0 first, an extra instruction that also turns -0 into +0.
+inline vnf broadcast_lanes(const float* x) {
+#if defined(__AVX512F__)
+  return reinterpret_cast<vnf>(_mm512_set1_ps(*x));
+#elif defined(__AVX__)
+  return reinterpret_cast<vnf>(_mm256_broadcast_ss(x));
+#else
+  return reinterpret_cast<vnf>(_mm_set1_ps(*x));
+#endif
+}
+
+// c + a * b rounded once (IEEE fusedMultiplyAdd, as fmaf), lane by lane. The
+// products are written as an explicit fused op (the build never contracts on
+// its own: cmake/Warnings.cmake), so every build gives the same bits: the
+// FMA instruction where the ISA has one, fmaf per lane in the SSE2 reference
+// build (slow, but that build is the reference, not the fast path). An FMA
+// issues one instruction where mul + add issued two: the products here are
+// bound by the vector pipes, so this is most of the fused path's speed.
+inline vnf fma_lanes(vnf a, vnf b, vnf c) {
+#if defined(__AVX512F__)
+  return reinterpret_cast<vnf>(_mm512_fmadd_ps(reinterpret_cast<__m512>(a), reinterpret_cast<__m512>(b),
+                                               reinterpret_cast<__m512>(c)));
+#elif defined(__FMA__)
+  return reinterpret_cast<vnf>(_mm256_fmadd_ps(reinterpret_cast<__m256>(a), reinterpret_cast<__m256>(b),
+                                               reinterpret_cast<__m256>(c)));
+#else
+  vnf r;
+  for (int i = 0; i < kVecFloats; ++i) r[i] = std::fma(a[i], b[i], c[i]);
+  return r;
+#endif
+}
 
 // C[r, 16v + l] (+)= sum_k A(r, k) * Bm[k * ldb + 16v + l] for r < R, v < NV,
 // l < 16, with A(r, k) = A[r * ars + k * aks] (row- or column-major A). The
 // R x NV groups of accumulators stay in registers; each element's sum runs over
-// k in order, starting from C (accumulate) or 0, with plain mul + add
-// (-ffp-contract=off): the same bits whatever the vector width.
+// k in order, starting from C (accumulate) or 0, one fused multiply-add per
+// term (fma_lanes): the same bits whatever the vector width.
 template <int R, int NV>
 inline void micro_kernel(float* C, int64_t ldc, const float* A, int64_t ars, int64_t aks, const float* Bm,
                          int64_t ldb, int64_t K, bool accumulate) {
   constexpr int NW = NV * kVecsPerGroup;  // registers per row
+  // Every loop over r and w is unrolled completely, so GCC keeps c and bv in
+  // registers (scalar replacement); a loop left rolled sends the
+  // accumulators through the stack at every k (seen in the AVX2 build).
   vnf c[R][NW];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
     for (int w = 0; w < NW; ++w) {
       if (accumulate)
         __builtin_memcpy(&c[r][w], C + r * ldc + w * kVecFloats, sizeof(vnf));
@@ -85,34 +129,35 @@ inline void micro_kernel(float* C, int64_t ldc, const float* A, int64_t ars, int
   for (int64_t k = 0; k < K; ++k) {
     const float* b = Bm + k * ldb;
     vnf bv[NW];
+#pragma GCC unroll 8
     for (int w = 0; w < NW; ++w) {
       __builtin_memcpy(&bv[w], b + w * kVecFloats, sizeof(vnf));
-#if defined(__AVX512F__) && defined(__GNUC__)
-      // Keep B in registers (loaded once per k) instead of a memory operand
-      // of each of the R multiplies: halves the loads of the inner loop.
-      __asm__("" : "+v"(bv[w]));
-#endif
     }
     const float* a = A + k * aks;
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const float ar = a[r * ars];
-      for (int w = 0; w < NW; ++w) c[r][w] += ar * bv[w];
+      const vnf ar = broadcast_lanes(a + r * ars);
+#pragma GCC unroll 8
+      for (int w = 0; w < NW; ++w) c[r][w] = fma_lanes(ar, bv[w], c[r][w]);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
     for (int w = 0; w < NW; ++w) __builtin_memcpy(C + r * ldc + w * kVecFloats, &c[r][w], sizeof(vnf));
 }
 
 // C[M, N] (+)= A[M, K] . Bm[K, N] over fp32 scratch: M rows are computed in
-// blocks of 4 (rows past M up to the next multiple of 4 are computed too, so
-// A and C must have them; their results are garbage), N is rounded up to 16
+// blocks of kRows, then 2 (rows past M up to the next multiple of 4 are
+// computed too, so A and C must have them; their results are garbage), N is rounded up to 16
 // (Bm and C rows must be that wide). Each output element's sum is the same
 // (k in order) whatever the blocking.
 void small_gemm(float* C, int64_t ldc, const float* A, int64_t ars, int64_t aks, const float* Bm, int64_t ldb,
                 int64_t M, int64_t N, int64_t K, bool accumulate) {
-  constexpr int R = 4;
-  const int64_t nv = pad16(N) / kLanes;
-  for (int64_t m0 = 0; m0 < M; m0 += R) {
+  const int64_t nv = pad16(N) / kLanes, M4 = (M + 3) / 4 * 4;
+  // One column strip of R rows: full micro-kernels, then the 1-3 groups left.
+  auto strip = [&](auto rows, int64_t m0) {
+    constexpr int R = decltype(rows)::value;
     float* c = C + m0 * ldc;
     const float* a = A + m0 * ars;
     int64_t v0 = 0;
@@ -124,7 +169,10 @@ void small_gemm(float* C, int64_t ldc, const float* A, int64_t ars, int64_t aks,
       case 1: micro_kernel<R, 1>(c + v0 * kLanes, ldc, a, ars, aks, Bm + v0 * kLanes, ldb, K, accumulate); break;
       default: break;
     }
-  }
+  };
+  int64_t m0 = 0;
+  for (; m0 + kRows <= M4; m0 += kRows) strip(std::integral_constant<int, kRows>{}, m0);
+  for (; m0 < M4; m0 += 2) strip(std::integral_constant<int, 2>{}, m0);  // the 2 or 4 rows left (kRows = 6)
 }
 
 // dst[r * ldd + c] = t[offset + r * cols + c] as fp32, r < rows, c < cols.
@@ -141,15 +189,41 @@ void load_rows(float* dst, int64_t ldd, const Tensor& t, int64_t offset, int64_t
   });
 }
 
-// dst[c * ldd + r] = src[r * lds + c], r < rows, c < cols, in 16 x 16
-// blocks (the 16 destination rows of a block stay in cache).
-void transpose_f32(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols) {
-  for (int64_t r0 = 0; r0 < rows; r0 += kLanes)
-    for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
-      const int64_t r1 = std::min(rows, r0 + kLanes), c1 = std::min(cols, c0 + kLanes);
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = c0; c < c1; ++c) dst[c * ldd + r] = src[r * lds + c];
+#if defined(__AVX__)
+// dst[c * ldd + r] = src[r * lds + c] for one 8 x 8 block, in registers
+// (unpack pairs of rows, shuffle quads, swap 128-bit halves).
+inline void transpose_8x8(float* dst, int64_t ldd, const float* src, int64_t lds) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // rows i, i+1: columns 0 1 | 4 5, interleaved
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // columns 2 3 | 6 7
+  }
+  for (int i = 0; i < 8; i += 4)
+    for (int h = 0; h < 2; ++h) {  // quads of rows i..i+3: columns (2h, 2h+1) | (2h+4, 2h+5)
+      r[i + 2 * h] = _mm256_shuffle_ps(t[i + h], t[i + 2 + h], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + 2 * h + 1] = _mm256_shuffle_ps(t[i + h], t[i + 2 + h], _MM_SHUFFLE(3, 2, 3, 2));
     }
+  for (int c = 0; c < 4; ++c) {  // r[c]: rows 0-3 of columns c | c+4; r[c+4]: rows 4-7
+    _mm256_storeu_ps(dst + c * ldd, _mm256_permute2f128_ps(r[c], r[c + 4], 0x20));
+    _mm256_storeu_ps(dst + (c + 4) * ldd, _mm256_permute2f128_ps(r[c], r[c + 4], 0x31));
+  }
+}
+#endif
+
+// dst[c * ldd + r] = src[r * lds + c], r < rows, c < cols: 8 x 8 blocks in
+// registers where the ISA has 256-bit vectors (an element-by-element
+// transpose cost a tenth of the fused path's time), element by element for
+// the edges and in the SSE2 reference build. A copy: the same bits either way.
+void transpose_f32(float* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols) {
+  int64_t r8 = 0, c8 = 0;
+#if defined(__AVX__)
+  r8 = rows / 8 * 8, c8 = cols / 8 * 8;
+  for (int64_t r = 0; r < r8; r += 8)
+    for (int64_t c = 0; c < c8; c += 8) transpose_8x8(dst + c * ldd + r, ldd, src + r * lds + c, lds);
+#endif
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = (r < r8 ? c8 : 0); c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
 }
 
 // t[offset + r * cols + c] = factor * src[r * lds + c], rounded to t's dtype.
