@@ -93,8 +93,7 @@ def tables(doc):
             unfused = rs.get(f"{fn}/{key}_unfused")
             fused = rs[name]
             parts = key.split("_")
-            shape = parts[0] if fn != "BM_AdamW" else " ".join(parts)
-            precision = parts[1] if fn != "BM_AdamW" else "fp32"
+            shape, precision = parts[0], parts[1]
             what, frac = bound(fused, bounds, precision)
             ratio = ms(unfused) / ms(fused) if unfused else None
             out.append(f"| {OP_NAMES[fn]} | {shape} | {precision} | {ms(fused):.3f} ms | "

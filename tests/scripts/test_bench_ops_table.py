@@ -37,12 +37,12 @@ def doc():
     ]
     # Three repetitions of the AdamW pair and their median aggregate: the median is used.
     for t in (5.0, 9.0, 1.0):
-        bench.append(dict(run("BM_AdamW/mini_fused", t, **{"bytes/s": 1e9, "FLOP/s": 1e9}), repetition_index=0))
-    bench.append(dict(run("BM_AdamW/mini_fused", 4.0, **{"bytes/s": 5e9, "FLOP/s": 1e9}), run_type="aggregate",
-                      aggregate_name="median", name="BM_AdamW/mini_fused/real_time_median"))
-    bench.append(dict(run("BM_AdamW/mini_fused", 9.9, **{"bytes/s": 1e9, "FLOP/s": 1e9}), run_type="aggregate",
-                      aggregate_name="mean", name="BM_AdamW/mini_fused/real_time_mean"))
-    bench.append(run("BM_AdamW/mini_unfused", 6.0, **{"bytes/s": 1e9, "FLOP/s": 1e9}))
+        bench.append(dict(run("BM_AdamW/mini_fp32_fused", t, **{"bytes/s": 1e9, "FLOP/s": 1e9}), repetition_index=0))
+    bench.append(dict(run("BM_AdamW/mini_fp32_fused", 4.0, **{"bytes/s": 5e9, "FLOP/s": 1e9}), run_type="aggregate",
+                      aggregate_name="median", name="BM_AdamW/mini_fp32_fused/real_time_median"))
+    bench.append(dict(run("BM_AdamW/mini_fp32_fused", 9.9, **{"bytes/s": 1e9, "FLOP/s": 1e9}), run_type="aggregate",
+                      aggregate_name="mean", name="BM_AdamW/mini_fp32_fused/real_time_mean"))
+    bench.append(run("BM_AdamW/mini_fp32_unfused", 6.0, **{"bytes/s": 1e9, "FLOP/s": 1e9}))
     return {"context": {"host_name": "testhost", "num_cpus": 2, "cpu_kernels": "avx2 (MPB_CPU_ISA)",
                         "gemm_isa": "onednn avx2"}, "benchmarks": bench}
 

@@ -1,6 +1,7 @@
 #include "ops/optimizer.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/dispatch.h"
@@ -71,12 +72,18 @@ void Kernels::adamw_step_impl(const Tensor& param, const Tensor& grad, const Ten
     using EP = decltype(ep);
     using EG = decltype(eg);
     if (fused) {
-      // One pass: moments and weights (and their copy) while the element is in a register.
+      // One pass: moments and weights (and their copy) while the element is
+      // in a register. Returns the weight as stored (rounded to p's dtype).
       auto step = [&](int64_t i, const scalar::AdamWStep& s) {
         scalar::adamw_moments(EG::load(g, i) * grad_scale, mm[i], vv[i], s);
         float w = EP::load(p, i);
         scalar::adamw_param(w, mm[i], vv[i], s);
         EP::store(p, i, w);
+        if constexpr (std::is_same_v<EP, Elem<DType::F32>>) {
+          return w;
+        } else {
+          return EP::load(p, i);
+        }
       };
       if (param_copy.empty()) {
         parallel_decay_runs(n, no_decay, [&](int64_t lo, int64_t hi, bool d) {
@@ -92,10 +99,7 @@ void Kernels::adamw_step_impl(const Tensor& param, const Tensor& grad, const Ten
         parallel_decay_runs(n, no_decay, [&](int64_t lo, int64_t hi, bool d) {
           const scalar::AdamWStep& s = d ? decayed : plain;
 #pragma omp simd
-          for (int64_t i = lo; i < hi; ++i) {
-            step(i, s);
-            EC::store(c, i, EP::load(p, i));  // the copy of the stored (rounded) weight
-          }
+          for (int64_t i = lo; i < hi; ++i) EC::store(c, i, step(i, s));  // the copy of the stored weight
         });
       });
       return;
