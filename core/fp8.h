@@ -156,4 +156,19 @@ MPB_HD inline uint8_t half_bits_to_fp8_bits(uint16_t h, Fp8Format fmt, bool satu
   return float_to_fp8_bits(half_bits_to_float(h), fmt, saturate);
 }
 
+// One element of an FP8 GEMM operand (core/device.h, GemmFp8Operand), the
+// quantization both backends run: the code of x * scale, saturating (a NaN
+// stays NaN), and whether |x * scale| exceeded the format's max (the
+// operand's saturated count). The CPU emulation multiplies code / scale; the
+// CUDA path hands the codes to cuBLASLt with 1 / scale as its descale.
+struct Fp8Quantized {
+  uint8_t code;
+  bool saturated;
+};
+MPB_HD inline Fp8Quantized fp8_quantize(float x, float scale, Fp8Format fmt) {
+  const float scaled = x * scale;
+  const float fmax = fp8_max(fmt);
+  return Fp8Quantized{float_to_fp8_bits(scaled, fmt, /*saturate=*/true), scaled > fmax || scaled < -fmax};
+}
+
 }  // namespace mpb

@@ -177,7 +177,6 @@ void widen_operand(CpuKernels& k, float* dst, const Tensor& src, int64_t n, Gemm
 // the tensor must reach the scale update) and adds the saturated count.
 void quantize_operand_fp8(float* dst, const Tensor& src, int64_t n, const GemmFp8Operand& f) {
   const float scale = *static_cast<const float*>(f.scale.data);
-  const float fmax = fp8_max(f.format);
   float amax = 0.0f;
   int64_t saturated = 0, nans = 0;
 #pragma omp parallel for reduction(max : amax) reduction(+ : saturated, nans)
@@ -186,9 +185,9 @@ void quantize_operand_fp8(float* dst, const Tensor& src, int64_t n, const GemmFp
     const float ax = x < 0.0f ? -x : x;
     if (x != x) ++nans;
     else amax = ax > amax ? ax : amax;
-    const float scaled = x * scale;
-    if (scaled > fmax || scaled < -fmax) ++saturated;
-    dst[i] = fp8_bits_to_float(float_to_fp8_bits(scaled, f.format, /*saturate=*/true), f.format) / scale;
+    const Fp8Quantized q = fp8_quantize(x, scale, f.format);
+    saturated += q.saturated ? 1 : 0;
+    dst[i] = fp8_bits_to_float(q.code, f.format) / scale;
   }
   if (!f.amax.empty()) {
     float& out = *static_cast<float*>(f.amax.data);

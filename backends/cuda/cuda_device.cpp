@@ -247,14 +247,13 @@ void CudaDevice::gemm_impl(const GemmArgs& args) { gemm_->run(args); }
 std::string CudaDevice::gemm_support(GemmCompute c) const { return gemm_->support(c); }
 std::string CudaDevice::gemm_math(GemmCompute c) const { return gemm_->math(c); }
 // FP8 tensor cores (CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2 matmuls) exist from
-// compute capability 8.9 (Ada) and 9.0 (Hopper).
+// compute capability 8.9 (Ada) and 9.0 (Hopper); gemm_cublaslt.cu drives them.
 std::string CudaDevice::fp8_gemm_support() const {
   const std::string cc = std::to_string(cc_major_) + "." + std::to_string(cc_minor_);
   if (cc_major_ * 10 + cc_minor_ < 89)
     return "unsupported: " + info_.name + " has compute capability " + cc +
            "; FP8 GEMMs need 8.9 (Ada) or 9.0 (Hopper) and newer";
-  return "unsupported: compute capability " + cc +
-         " has FP8 tensor cores, but the cuBLASLt FP8 GEMM is not implemented in this build yet";
+  return "native";
 }
 
 std::optional<size_t> CudaDevice::free_memory_bytes() const {

@@ -36,6 +36,9 @@ enum ScratchSlot : int {
   kScratchLayerNorm,    // per-chunk partial dgamma/dbeta of layernorm_backward
   kScratchAttention,    // D_i = rowsum(dO * O) of attention_backward ([B,H,Tq] fp32)
   kScratchEmbedding,    // embedding_backward's counting sort (counts, starts, positions)
+  kScratchFp8A,         // an FP8 GEMM's quantized operands (fp8_quantize.h) ...
+  kScratchFp8B,
+  kScratchFp8Descale,   // ... and their 1 / scale, the factors cuBLASLt applies
   kScratchCount
 };
 

@@ -108,6 +108,28 @@
 // rest (Impl::forward_fallback); each such call is counted by epilogue name
 // (DeviceCounters::gemm_fallbacks, the cell JSON's gemm_fallbacks). The
 // backward DGELU/DGELU_BGRAD refusals below are counted the same way. The 32 MiB workspace is allocated once (MemCategory::Workspace).
+//
+// FP8 operands (GemmArgs::fp8_a/fp8_b, sm_89 and newer: CudaDevice::
+// fp8_gemm_support). cuBLASLt's FP8 matmuls take A and B as
+// CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2 (not both E5M2, which the models never
+// ask for: gradients are E5M2, inputs and weights E4M3) in its "TN" layout
+// only: its A transposed, its B not, i.e. both operands with the reduction
+// index contiguous, and leading dimensions that are multiples of 16 bytes.
+// Both operands are quantized anyway (fp8_quantize.cu, core/fp8.h's per
+// element code, the CPU emulation's), so the quantizing pass writes them in
+// that layout: our A as [m, kp], our B as [n, kp] (transposed where they are
+// stored the other way), kp = k rounded up to 16 with zero codes in the
+// pad (exact zeros: the sums do not change). The problem is then the
+// trans_a = false, trans_b = true GEMM of the codes with k = kp, and
+// CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER point at 1 / scale of each operand
+// (cuBLASLt multiplies the fp32 accumulator by both, exact for power-of-two
+// scales): D = alpha * (qa / sa) . (qb / sb) + beta * C, the contract of
+// core/device.h. Everything after the operands (C/D types, epilogues and
+// their fallbacks, the plan cache keyed also by the two formats) is the
+// path above; cuBLASLt's FP8 bias must be bf16 for an fp32 D, so a Bias*
+// epilogue on an fp32 output is refused by the heuristic and takes the
+// counted fallback. The accumulation is cuBLASLt's default (FAST_ACCUM off:
+// no periodic fp22 truncation), closest to the CPU's fp32 sums.
 #include "backends/cuda/gemm_cublaslt.h"
 
 #include <cublasLt.h>
@@ -119,6 +141,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
+#include "backends/cuda/fp8_quantize.h"
 #include "backends/cuda/kernel_util.cuh"
 #include "ops/dtype_io.h"
 
@@ -147,6 +170,8 @@ cudaDataType_t cuda_type(DType t) {
     default: throw std::invalid_argument("gemm: integer tensors are not GEMM operands");
   }
 }
+
+cudaDataType_t fp8_cuda_type(Fp8Format f) { return f == Fp8Format::E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; }
 
 cublasComputeType_t compute_type(GemmCompute c) {
   return c == GemmCompute::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -262,8 +287,16 @@ struct Problem {
   // Strided batch: 1, or > 1 with the element strides of our A, B and C.
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  // FP8 codes in a and b (see the top of the file): their formats and the
+  // device floats holding 1 / scale of each.
+  bool fp8 = false;
+  Fp8Format fp8_a = Fp8Format::E4M3, fp8_b = Fp8Format::E4M3;
+  const float* descale_a = nullptr;
+  const float* descale_b = nullptr;
 
   bool has_bias() const { return bias != nullptr; }
+  cudaDataType_t a_type() const { return fp8 ? fp8_cuda_type(fp8_a) : cuda_type(ab); }
+  cudaDataType_t b_type() const { return fp8 ? fp8_cuda_type(fp8_b) : cuda_type(ab); }
   bool batched() const { return batch > 1; }
   // The alignments cuBLASLt may assume (of every matrix of a batch).
   uint32_t align_a() const { return batch_alignment(a, batch, stride_a, ab); }
@@ -285,7 +318,7 @@ struct Problem {
                    align_d(),
                    has_bias() ? alignment_of(bias) : 0,
                    aux ? alignment_of(aux) : 0,
-                   0,
+                   fp8 ? 1 + static_cast<int64_t>(fp8_a) * 2 + static_cast<int64_t>(fp8_b) : 0,
                    batched() ? batch : 1,
                    batched() ? stride_a : 0,
                    batched() ? stride_b : 0,
@@ -299,6 +332,9 @@ struct Problem {
       << align_b() << "," << align_d();
     if (batched())
       s << " batch=" << batch << " strides(A,B,C)=" << stride_a << "," << stride_b << "," << stride_c;
+    if (fp8)
+      s << " FP8 codes A=" << (fp8_a == Fp8Format::E4M3 ? "E4M3" : "E5M2")
+        << " B=" << (fp8_b == Fp8Format::E4M3 ? "E4M3" : "E5M2") << " (k padded to 16)";
     return s.str();
   }
 };
@@ -323,6 +359,10 @@ void set_batch(cublasLtMatrixLayout_t layout, int64_t batch, int64_t stride) {
 void set_pointers(cublasLtMatmulDesc_t op, const Problem& p) {
   if (p.has_bias()) set_desc(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
   if (p.aux != nullptr) set_desc(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux);
+  if (p.fp8) {  // the operand swap: cuBLASLt's A is our B
+    set_desc(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, p.descale_b);
+    set_desc(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, p.descale_a);
+  }
 }
 
 }  // namespace
@@ -360,13 +400,12 @@ struct CublasLtGemm::Impl {
     if (p.aux != nullptr) set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.aux_ld);
     set_pointers(plan->op, p);  // the heuristic reads their alignment
 
-    const cudaDataType_t ab = cuda_type(p.ab);
     const uint64_t m = static_cast<uint64_t>(p.m), n = static_cast<uint64_t>(p.n), k = static_cast<uint64_t>(p.k);
     // cuBLASLt A = our B: column-major [n,k] (ld n) or, transposed storage, [k,n] (ld k).
-    MPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, ab, p.trans_b ? k : n, p.trans_b ? n : k,
+    MPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, p.b_type(), p.trans_b ? k : n, p.trans_b ? n : k,
                                                 static_cast<int64_t>(p.trans_b ? k : n)));
     // cuBLASLt B = our A: column-major [k,m] (ld k) or, transposed storage, [m,k] (ld m).
-    MPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, ab, p.trans_a ? m : k, p.trans_a ? k : m,
+    MPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, p.a_type(), p.trans_a ? m : k, p.trans_a ? k : m,
                                                 static_cast<int64_t>(p.trans_a ? m : k)));
     // C = D: column-major [n,m], ld n.
     MPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, cuda_type(p.d_dtype), n, m, static_cast<int64_t>(n)));
@@ -428,6 +467,7 @@ struct CublasLtGemm::Impl {
 
   void forward_fallback(const GemmArgs& g, const Problem& p);
   void run_backward(const GemmArgs& g, Problem& p);
+  void quantize_fp8(const GemmArgs& g, Problem& p);
 };
 
 CublasLtGemm::CublasLtGemm(CudaDevice& device) : impl_(std::make_unique<Impl>(device)) {
@@ -480,6 +520,7 @@ void CublasLtGemm::run(const GemmArgs& g) {
     p.stride_b = g.stride_b;
     p.stride_c = g.stride_c;
   }
+  if (g.fp8_a.enabled) impl_->quantize_fp8(g, p);  // (Device::gemm checked: both operands, batch 1)
 
   if (is_backward_epilogue(g.epilogue)) {
     impl_->run_backward(g, p);
@@ -597,6 +638,32 @@ void CublasLtGemm::Impl::forward_fallback(const GemmArgs& g, const Problem& p) {
       break;
     default: throw std::logic_error(std::string("gemm: no forward fallback for epilogue ") + epilogue_name(p.epilogue));
   }
+}
+
+// FP8 operands (see the top of the file): quantizes our A into [m, kp] and
+// our B into [n, kp] codes (transposing whichever is stored the other way)
+// and turns p into the TN problem over them.
+void CublasLtGemm::Impl::quantize_fp8(const GemmArgs& g, Problem& p) {
+  if (g.fp8_a.format == Fp8Format::E5M2 && g.fp8_b.format == Fp8Format::E5M2)
+    throw DeviceError("gemm: cuBLASLt has no FP8 matmul with both operands E5M2 (" + p.describe() + ")");
+  const int64_t kp = fp8_padded_k(g.k);
+  auto* qa = static_cast<uint8_t*>(dev.scratch(kScratchFp8A, static_cast<size_t>(g.m * kp)));
+  auto* qb = static_cast<uint8_t*>(dev.scratch(kScratchFp8B, static_cast<size_t>(g.n * kp)));
+  auto* descale = static_cast<float*>(dev.scratch(kScratchFp8Descale, 2 * sizeof(float)));
+  // A stored [m,k] (no trans_a) or [k,m] (trans_a); B stored [k,n] (no trans_b) or [n,k] (trans_b).
+  fp8_quantize_operand(dev, qa, kp, descale, g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.trans_a, g.fp8_a);
+  fp8_quantize_operand(dev, qb, kp, descale + 1, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, !g.trans_b,
+                       g.fp8_b);
+  p.a = qa;
+  p.b = qb;
+  p.k = kp;
+  p.trans_a = false;
+  p.trans_b = true;
+  p.fp8 = true;
+  p.fp8_a = g.fp8_a.format;
+  p.fp8_b = g.fp8_b.format;
+  p.descale_a = descale;
+  p.descale_b = descale + 1;
 }
 
 // DGelu / DGeluBGrad (see the top of the file). p holds the plain problem

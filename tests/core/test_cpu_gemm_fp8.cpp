@@ -1,158 +1,28 @@
-// FP8 operands of Device::gemm on the CPU backend (emulated) against a
-// float64 GEMM of the quantized operands.
-//
-// The quantization itself is core/fp8.h (proven against a float64 spec
-// reference and ml_dtypes in tests/core/test_fp8.cpp and
-// tests/numerics/test_fp8_ml_dtypes.py); here it only defines the expected
-// operands: qx = fp8(x * scale, saturating) / scale. What this proves is the
-// GEMM's use of it: the right format per operand, the scale applied and
-// undone, saturation instead of NaN, amax folded with max (NaN sticks), the
-// saturated count added, and fp32 accumulation.
-//
-// Tolerance: the products of FP8 values (<= 4 significant bits each) are
-// exact in fp32, so only the k-term fp32 sum rounds: |C - C_ref| <=
-// gamma_k sum|qa qb| <= (k + 1) u sum|qa qb| (u = 2^-24; Higham Thm 3.1, any
-// summation order). A worst-case bound: it cannot fail on a correct GEMM, and
-// an unquantized operand (checked to differ by far more) would.
+// FP8 operands of Device::gemm on the CPU backend (emulated): the shared
+// check (tests/core/gemm_fp8_check.h, which says what it proves and why its
+// tolerance holds) with every storage of the operands, and the argument rules.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdint>
-#include <limits>
-#include <random>
-#include <vector>
+#include <tuple>
 
 #include "backends/cpu/cpu_device.h"
-#include "core/fp8.h"
-#include "core/numerics.h"
+#include "tests/core/gemm_fp8_check.h"
 
 namespace {
 
 using namespace mpb;
+using namespace mpb::fp8_gemm_test;
 
-struct Fp8Slot {
-  DeviceBuffer scale, amax, saturated;
-};
-
-Fp8Slot make_slot(Device& dev, float scale, float amax0) {
-  Fp8Slot s{dev.alloc(Shape{1}, DType::F32, MemCategory::Workspace),
-            dev.alloc(Shape{1}, DType::F32, MemCategory::Workspace),
-            dev.alloc(Shape{1}, DType::F32, MemCategory::Workspace)};
-  const float zero = 0.0f;
-  dev.upload(s.scale, &scale);
-  dev.upload(s.amax, &amax0);
-  dev.upload(s.saturated, &zero);
-  return s;
-}
-
-float read1(Device& dev, const Tensor& t) {
-  float v;
-  dev.download(&v, t);
-  return v;
-}
-
-GemmFp8Operand operand(const Fp8Slot& s, Fp8Format f) {
-  GemmFp8Operand o;
-  o.enabled = true;
-  o.format = f;
-  o.scale = s.scale;
-  o.amax = s.amax;
-  o.saturated = s.saturated;
-  return o;
-}
-
-struct Case {
-  DType dtype;
-  float scale_a, scale_b;
-  bool a_saturates, b_saturates;  // the case exercises saturation of that operand
-};
-
-class CpuGemmFp8 : public ::testing::TestWithParam<Case> {};
+class CpuGemmFp8 : public ::testing::TestWithParam<std::tuple<Case, bool, bool>> {};
 
 TEST_P(CpuGemmFp8, MatchesFloat64OfQuantizedOperands) {
-  const Case cs = GetParam();
-  const int64_t m = 19, n = 23, k = 41;
   auto dev = make_cpu_device();
-  std::mt19937 rng(15);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  // A: activations/weights (E4M3), values up to ~40 so that scale 16 saturates
-  // some; B: gradients (E5M2), small values that need a large scale.
-  std::vector<float> a(m * k), b(k * n);
-  for (auto& x : a) x = 10.0f * nd(rng);
-  for (auto& x : b) x = 1e-5f * nd(rng);
-  auto store = [&](std::vector<float>& v) {  // the operand as stored (bf16 rounds it)
-    if (cs.dtype == DType::BF16)
-      for (auto& x : v) x = round_to_bf16(x);
-  };
-  store(a);
-  store(b);
-  auto upload = [&](const std::vector<float>& v, Shape shape) {
-    DeviceBuffer buf = dev->alloc(shape, cs.dtype, MemCategory::Activations);
-    if (cs.dtype == DType::F32) {
-      dev->upload(buf, v.data());
-    } else {
-      std::vector<uint16_t> h(v.size());
-      for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_bf16_bits(v[i]);
-      dev->upload(buf, h.data());
-    }
-    return buf;
-  };
-  DeviceBuffer da = upload(a, Shape{m, k}), db = upload(b, Shape{k, n});
-  DeviceBuffer dc = dev->alloc(Shape{m, n}, DType::F32, MemCategory::Activations);
-  Fp8Slot sa = make_slot(*dev, cs.scale_a, 0.0f), sb = make_slot(*dev, cs.scale_b, 0.0f);
-
-  GemmArgs g;
-  g.m = m, g.n = n, g.k = k;
-  g.a = da, g.b = db, g.c = dc;
-  g.compute = cs.dtype == DType::F32 ? GemmCompute::F32 : GemmCompute::BF16;
-  g.fp8_a = operand(sa, Fp8Format::E4M3);
-  g.fp8_b = operand(sb, Fp8Format::E5M2);
-  dev->gemm(g);
-  std::vector<float> c(m * n);
-  dev->download(c.data(), dc);
-
-  auto quantize = [](float x, float s, Fp8Format f) {
-    return static_cast<double>(fp8_bits_to_float(float_to_fp8_bits(x * s, f, true), f)) / s;
-  };
-  double amax_a = 0, amax_b = 0;
-  float sat_a = 0, sat_b = 0;
-  for (float x : a) amax_a = std::max(amax_a, std::fabs(double(x))), sat_a += std::fabs(x * cs.scale_a) > kE4M3Max;
-  for (float x : b) amax_b = std::max(amax_b, std::fabs(double(x))), sat_b += std::fabs(x * cs.scale_b) > kE5M2Max;
-  EXPECT_EQ(read1(*dev, sa.amax), amax_a);
-  EXPECT_EQ(read1(*dev, sb.amax), amax_b);
-  EXPECT_EQ(read1(*dev, sa.saturated), sat_a);
-  EXPECT_EQ(read1(*dev, sb.saturated), sat_b);
-  EXPECT_EQ(sat_a > 0, cs.a_saturates);
-  EXPECT_EQ(sat_b > 0, cs.b_saturates);
-
-  double worst_unquantized = 0;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double ref = 0, mag = 0, raw = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const double qa = quantize(a[i * k + p], cs.scale_a, Fp8Format::E4M3);
-        const double qb = quantize(b[p * n + j], cs.scale_b, Fp8Format::E5M2);
-        ref += qa * qb;
-        mag += std::fabs(qa * qb);
-        raw += double(a[i * k + p]) * b[p * n + j];
-      }
-      const double bound = (k + 1) * 0x1p-24 * mag;
-      ASSERT_LE(std::fabs(c[i * n + j] - ref), bound) << i << "," << j;
-      worst_unquantized = std::max(worst_unquantized, std::fabs(raw - ref) / (bound + 1e-30));
-    }
-  // The operands really were quantized: the unquantized product is far outside the bound somewhere.
-  EXPECT_GT(worst_unquantized, 100.0);
-
-  // A second GEMM folds into amax with max (not overwrite) and adds to the count.
-  dev->gemm(g);
-  EXPECT_EQ(read1(*dev, sa.amax), amax_a);
-  EXPECT_EQ(read1(*dev, sa.saturated), 2 * sat_a);
+  check_fp8_gemm(*dev, std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CpuGemmFp8,
-                         ::testing::Values(Case{DType::F32, 16.0f, 0x1p24f, true, false},    // some of A saturates at 448
-                                           Case{DType::BF16, 8.0f, 0x1p31f, false, true},    // B saturates above 57344 / 2^31 = 2.7e-5
-                                           Case{DType::F32, 0.25f, 0x1p10f, false, false}));  // B mostly subnormal or zero
+                         ::testing::Combine(::testing::ValuesIn(kFp8Cases), ::testing::Bool(), ::testing::Bool()));
 
 TEST(CpuGemmFp8Rules, NanReachesAmaxAndArgumentsAreChecked) {
   auto dev = make_cpu_device();

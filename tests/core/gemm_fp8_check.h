@@ -1,0 +1,174 @@
+// FP8 operands of Device::gemm against a float64 GEMM of the quantized
+// operands, for any backend (tests/core/test_cpu_gemm_fp8.cpp on the CPU,
+// tests/gpu/test_cuda_gemm_fp8.cpp on CUDA).
+//
+// The quantization itself is core/fp8.h (proven against a float64 spec
+// reference and ml_dtypes in tests/core/test_fp8.cpp and
+// tests/numerics/test_fp8_ml_dtypes.py); here it only defines the expected
+// operands: qx = fp8(x * scale, saturating) / scale. What this proves is the
+// GEMM's use of it: the right format per operand, the scale applied and
+// undone, saturation instead of NaN, amax folded with max (NaN sticks), the
+// saturated count added, and fp32 accumulation.
+//
+// Tolerance: the products of FP8 values (<= 4 significant bits each) are
+// exact in fp32, so only the k-term sum rounds: |C - C_ref| <= gamma_k
+// sum|qa qb| <= (k + 1) u sum|qa qb| (Higham Thm 3.1, any summation order),
+// u the accumulator's unit roundoff: 2^-24 for fp32 sums (the CPU). A
+// worst-case bound: it cannot fail on a correct GEMM, and an unquantized
+// operand (checked to differ by far more somewhere) would. A backend whose
+// accumulator keeps fewer bits passes its own u (tests/gpu/test_cuda_gemm_fp8.cpp).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/device.h"
+#include "core/fp8.h"
+#include "core/numerics.h"
+
+namespace mpb::fp8_gemm_test {
+
+struct Fp8Slot {
+  DeviceBuffer scale, amax, saturated;
+};
+
+inline Fp8Slot make_slot(Device& dev, float scale, float amax0) {
+  Fp8Slot s{dev.alloc(Shape{1}, DType::F32, MemCategory::Workspace),
+            dev.alloc(Shape{1}, DType::F32, MemCategory::Workspace),
+            dev.alloc(Shape{1}, DType::F32, MemCategory::Workspace)};
+  const float zero = 0.0f;
+  dev.upload(s.scale, &scale);
+  dev.upload(s.amax, &amax0);
+  dev.upload(s.saturated, &zero);
+  return s;
+}
+
+inline float read1(Device& dev, const Tensor& t) {
+  float v;
+  dev.download(&v, t);
+  return v;
+}
+
+inline GemmFp8Operand operand(const Fp8Slot& s, Fp8Format f) {
+  GemmFp8Operand o;
+  o.enabled = true;
+  o.format = f;
+  o.scale = s.scale;
+  o.amax = s.amax;
+  o.saturated = s.saturated;
+  return o;
+}
+
+struct Case {
+  DType dtype;
+  float scale_a, scale_b;
+  bool a_saturates, b_saturates;  // the case exercises saturation of that operand
+};
+
+// A: activations/weights (E4M3) up to ~40; B: gradients (E5M2), ~1e-5.
+inline const Case kFp8Cases[] = {
+    Case{DType::F32, 16.0f, 0x1p24f, true, false},    // some of A saturates at 448
+    Case{DType::BF16, 8.0f, 0x1p31f, false, true},    // B saturates above 57344 / 2^31 = 2.7e-5
+    Case{DType::F32, 0.25f, 0x1p10f, false, false}};  // B mostly subnormal or zero
+
+// Runs one FP8 GEMM of cs on dev with A stored [m,k] or, trans_a, [k,m] and
+// B stored [k,n] or, trans_b, [n,k], and checks it as the top of the file
+// says. k = 41 is no multiple of 16 (the CUDA path pads it).
+inline void check_fp8_gemm(Device& device, const Case& cs, bool trans_a, bool trans_b, double accum_u = 0x1p-24) {
+  const int64_t m = 19, n = 23, k = 41;
+  Device* dev = &device;
+  std::mt19937 rng(15);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  // A: activations/weights (E4M3), values up to ~40 so that scale 16 saturates
+  // some; B: gradients (E5M2), small values that need a large scale.
+  std::vector<float> a(m * k), b(k * n);
+  for (auto& x : a) x = 10.0f * nd(rng);
+  for (auto& x : b) x = 1e-5f * nd(rng);
+  auto store = [&](std::vector<float>& v) {  // the operand as stored (bf16 rounds it)
+    if (cs.dtype == DType::BF16)
+      for (auto& x : v) x = round_to_bf16(x);
+  };
+  store(a);
+  store(b);
+  auto upload = [&](const std::vector<float>& v, Shape shape) {
+    DeviceBuffer buf = dev->alloc(shape, cs.dtype, MemCategory::Activations);
+    if (cs.dtype == DType::F32) {
+      dev->upload(buf, v.data());
+    } else {
+      std::vector<uint16_t> h(v.size());
+      for (size_t i = 0; i < v.size(); ++i) h[i] = float_to_bf16_bits(v[i]);
+      dev->upload(buf, h.data());
+    }
+    return buf;
+  };
+  // a[i * k + p] and b[p * n + j] are the logical A(i,p), B(p,j); stored transposed where asked.
+  auto stored = [](const std::vector<float>& v, int64_t rows, int64_t cols, bool transpose) {
+    if (!transpose) return v;
+    std::vector<float> t(v.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = v[r * cols + c];
+    return t;
+  };
+  DeviceBuffer da = upload(stored(a, m, k, trans_a), trans_a ? Shape{k, m} : Shape{m, k});
+  DeviceBuffer db = upload(stored(b, k, n, trans_b), trans_b ? Shape{n, k} : Shape{k, n});
+  DeviceBuffer dc = dev->alloc(Shape{m, n}, DType::F32, MemCategory::Activations);
+  Fp8Slot sa = make_slot(*dev, cs.scale_a, 0.0f), sb = make_slot(*dev, cs.scale_b, 0.0f);
+
+  GemmArgs g;
+  g.m = m, g.n = n, g.k = k;
+  g.trans_a = trans_a, g.trans_b = trans_b;
+  g.a = da, g.b = db, g.c = dc;
+  g.compute = cs.dtype == DType::F32 ? GemmCompute::F32 : GemmCompute::BF16;
+  g.fp8_a = operand(sa, Fp8Format::E4M3);
+  g.fp8_b = operand(sb, Fp8Format::E5M2);
+  dev->gemm(g);
+  std::vector<float> c(m * n);
+  dev->download(c.data(), dc);
+
+  auto quantize = [](float x, float s, Fp8Format f) {
+    return static_cast<double>(fp8_bits_to_float(float_to_fp8_bits(x * s, f, true), f)) / s;
+  };
+  double amax_a = 0, amax_b = 0;
+  float sat_a = 0, sat_b = 0;
+  for (float x : a) amax_a = std::max(amax_a, std::fabs(double(x))), sat_a += std::fabs(x * cs.scale_a) > kE4M3Max;
+  for (float x : b) amax_b = std::max(amax_b, std::fabs(double(x))), sat_b += std::fabs(x * cs.scale_b) > kE5M2Max;
+  EXPECT_EQ(read1(*dev, sa.amax), amax_a);
+  EXPECT_EQ(read1(*dev, sb.amax), amax_b);
+  EXPECT_EQ(read1(*dev, sa.saturated), sat_a);
+  EXPECT_EQ(read1(*dev, sb.saturated), sat_b);
+  EXPECT_EQ(sat_a > 0, cs.a_saturates);
+  EXPECT_EQ(sat_b > 0, cs.b_saturates);
+
+  double worst_unquantized = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, mag = 0, raw = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double qa = quantize(a[i * k + p], cs.scale_a, Fp8Format::E4M3);
+        const double qb = quantize(b[p * n + j], cs.scale_b, Fp8Format::E5M2);
+        ref += qa * qb;
+        mag += std::fabs(qa * qb);
+        raw += double(a[i * k + p]) * b[p * n + j];
+      }
+      const double bound = (k + 1) * accum_u * mag;
+      ASSERT_LE(std::fabs(c[i * n + j] - ref), bound) << i << "," << j;
+      worst_unquantized = std::max(worst_unquantized, std::fabs(raw - ref) / (bound + 1e-30));
+    }
+  // The operands really were quantized: the unquantized product is far
+  // outside the bound somewhere (100x with fp32 sums; a coarser accumulator's
+  // wider bound leaves less room, but never less than 2x).
+  EXPECT_GT(worst_unquantized, std::max(2.0, 100.0 * 0x1p-24 / accum_u));
+
+  // A second GEMM folds into amax with max (not overwrite) and adds to the count.
+  dev->gemm(g);
+  EXPECT_EQ(read1(*dev, sa.amax), amax_a);
+  EXPECT_EQ(read1(*dev, sa.saturated), 2 * sat_a);
+}
+
+}  // namespace mpb::fp8_gemm_test
