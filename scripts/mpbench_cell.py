@@ -160,6 +160,16 @@ class Cell:
                 out.extend((i, s) for s in numerics.get("samples") or [] if isinstance(s, dict))
         return out
 
+    def fp8_tensors(self):
+        """(repeat index, step, tensor dict) for every FP8 tensor of every numerics sample.
+
+        Only precision fp8 samples carry an "fp8" list (one entry per linear layer's
+        input, weight and grad_output: name, format, scale, amax, saturated_fraction);
+        other cells, and runners from before FP8, give an empty list.
+        """
+        return [(i, s.get("step"), t) for i, s in self.numerics_samples()
+                for t in s.get("fp8") or [] if isinstance(t, dict)]
+
     def any_skipped(self):
         """Whether any optimizer step of any repeat was skipped (non-finite grads)."""
         if finite(to_float(self.summary.get("skipped_steps"))) and to_float(self.summary.get("skipped_steps")) > 0:

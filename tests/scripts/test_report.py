@@ -12,6 +12,7 @@ without them.
 """
 
 import html
+import math
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ import tempfile
 import unittest
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 
@@ -583,6 +585,111 @@ class ReaderNewFields(TempDirTest):
         self.assertEqual(iv.confidence_text(), "95%")
         self.assertEqual(other.speedup_verdict(), "faster")
         self.assertEqual(sorted(r for _, r in other.repeat_rounds()), list(range(5)))
+
+
+def fp8_numerics(steps, layers=3):
+    """Numerics samples as an fp8 cell's runner writes them (docs/RESULTS.md): every 10 steps a gradient
+    histogram and, per linear layer, its input and weight (E4M3) and grad_output (E5M2) with known scales:
+    input 2^(6+L), weight 2^12, grad_output 2^(20+L+step//30), so over 3 layers the grad_output median is
+    2^(21+step//30)."""
+    rng = np.random.default_rng(0)
+    samples = []
+    for step in range(10, steps + 1, 10):
+        tensors = []
+        for layer in range(layers):
+            for role, fmt, log2_scale in (("input", "e4m3", 6 + layer), ("weight", "e4m3", 12),
+                                          ("grad_output", "e5m2", 20 + layer + step // 30)):
+                tensors.append({"name": f"linear{layer}.{role}", "format": fmt, "scale": 2.0 ** log2_scale,
+                                "amax": 448.0 / 2.0 ** log2_scale, "saturated_fraction": 0.0})
+        samples.append({"step": step, "grads": synth.grad_histogram(rng, step, steps),
+                        "activations": {"underflow_fraction": 0.0, "overflow_fraction": 0.0}, "fp8": tensors})
+    return {"sample_every": 10, "cost_fraction": 0.01, "samples": samples}
+
+
+FP8_ID = "precision=fp8"
+
+
+class ReportFp8(TempDirTest):
+    """Issue 15: the FP8 scales per tensor on the loss-scale plot, the E5M2 range on the gradient histograms."""
+
+    def fp8_set(self, name, include=(), scales=True):
+        """fp32 (baseline), amp_bf16 and fp8, none scaling the loss; the fp8 cell's numerics carry its FP8
+        tensors when `scales` (the synthetic generator gives numerics to amp cells only)."""
+        results = self.make_set(name, matrix={"precision": ["fp32", "amp_bf16", "fp8"]}, include=list(include),
+                                repeats=2, baseline={"precision": "fp32"})
+        if scales:
+            edit_cell(results, FP8_ID, lambda c: [r.update(numerics=fp8_numerics(c["config"]["steps"]))
+                                                  for r in c["repeats"]])
+        return results
+
+    def test_fp8_scales_alone_make_the_loss_scale_plot(self):
+        results = self.fp8_set("fp8")
+        rs = mr.load_results(results)
+        self.assertEqual(report_plots.loss_scale_cells(rs), [])           # the premise: no cell scales the loss
+        self.assertEqual(rs.by_id["precision=amp_bf16"].fp8_tensors(), [])
+        self.assertEqual(len(rs.by_id[FP8_ID].fp8_tensors()), 2 * 6 * 9)   # repeats x samples x tensors
+        fig = report_plots.plot_loss_scale(rs)
+        self.assertEqual(len(fig.axes), 1)
+        ax = fig.axes[0]
+        self.assertIn(f"{report_labels.cell_keys(rs)[FP8_ID]}: fp8", ax.get_title())
+        self.assertEqual(legend_texts(ax), ["input (E4M3), 3 tensor(s)", "weight (E4M3), 3 tensor(s)",
+                                            "grad_output (E5M2), 3 tensor(s)"])
+        grad = next(line for line in ax.get_lines() if line.get_label().startswith("grad_output"))
+        self.assertEqual(list(grad.get_xdata()), [10, 20, 30, 40, 50, 60])
+        self.assertEqual(list(grad.get_ydata()), [2.0 ** (21 + s // 30) for s in range(10, 61, 10)])
+        self.assertEqual(ax.get_yscale(), "log")
+        report_plots.plt.close(fig)
+        proc = run_script("report.py", results)
+        self.assertExit(proc, 0)
+        self.assertIn("loss_scale.png     written", proc.stdout)
+        _, md = read_outputs(os.path.join(results, "report"))
+        self.assertIn("![Loss scale](loss_scale.png)", md)
+        self.assertNotIn("every cell uses loss_scale none", md)
+
+    def test_loss_scale_and_fp8_scales_get_panels_of_their_own(self):
+        results = self.fp8_set("both", include=[{"precision": "amp_fp16", "loss_scale": "dynamic"}])
+        rs = mr.load_results(results)
+        fig = report_plots.plot_loss_scale(rs)
+        top, fp8 = fig.axes
+        self.assertEqual([t for t in legend_texts(top) if "loss_scale=dynamic" in t], ["amp_fp16 loss_scale=dynamic"])
+        self.assertFalse(any("E4M3" in t or "E5M2" in t for t in legend_texts(top)))
+        self.assertIn("grad_output (E5M2), 3 tensor(s)", legend_texts(fp8))
+        self.assertEqual(fp8.get_ylabel(), "FP8 scale (log₂ axis)")
+        self.assertTrue(top.get_shared_x_axes().joined(top, fp8))
+        report_plots.plt.close(fig)
+
+    def test_skipped_without_loss_scale_or_fp8_scales(self):
+        """An fp8 cell without FP8 samples (numerics off) gives the plot nothing to draw."""
+        rs = mr.load_results(self.fp8_set("none", scales=False))
+        with self.assertRaisesRegex(report_plots.Skip, "every cell uses loss_scale none, no optimizer step was "
+                                                       "skipped and no cell recorded FP8 scales"):
+            report_plots.plot_loss_scale(rs)
+
+    def test_grad_histogram_of_an_fp8_cell_marks_the_e5m2_range(self):
+        rs = mr.load_results(self.fp8_set("hist"))
+        keys = report_labels.cell_keys(rs)
+        fig = report_plots.plot_grad_histograms(rs)
+        panels = {ax.get_title().split(":")[0]: ax for ax in fig.axes if ax.get_visible()}
+        fp8, bf16 = panels[keys[FP8_ID]], panels[keys["precision=amp_bf16"]]
+        labels = [p.get_label() for p in fp8.patches]
+        for zone in ("E5M2 underflow", "E5M2 subnormal", "E5M2 saturates"):
+            self.assertTrue(any(label.startswith(zone) for label in labels), labels)
+        self.assertFalse(any("fp16" in label for label in labels), labels)
+        # zones at the last sampled step's median grad_output scale, 2^23: saturation from log2(57344) - 23
+        self.assertIn("$2^{23}$", fp8.get_legend().get_title().get_text())
+        self.assertIn("$2^{22}$..$2^{24}$", fp8.get_legend().get_title().get_text())
+        saturates = next(p for p in fp8.patches if p.get_label().startswith("E5M2 saturates"))
+        start = saturates.get_window_extent().transformed(fp8.transData.inverted()).x0
+        self.assertAlmostEqual(start, math.log2(57344) - 23, places=6)
+        underflow = next(p for p in fp8.patches if p.get_label().startswith("E5M2 underflow"))
+        self.assertAlmostEqual(underflow.get_window_extent().transformed(fp8.transData.inverted()).x1, -16 - 23,
+                               places=6)
+        self.assertLessEqual(fp8.get_xlim()[0], -16 - 23)                   # the zone's edge is in view
+        # the other cells keep the fp16 zones, explained in the figure's legend
+        self.assertTrue(any(p.get_label().startswith("fp16 underflow") for p in bf16.patches))
+        self.assertFalse(any(p.get_label().startswith("E5M2") for p in bf16.patches))
+        self.assertIn("fp16 underflow (< 2⁻²⁴ flushes to 0)", [t.get_text() for t in fig.legends[0].get_texts()])
+        report_plots.plt.close(fig)
 
 
 def math_isnan(value):
