@@ -1,6 +1,7 @@
 // Embedding (forward gather, backward scatter-add) and the optimizers
-// (adamw_step with and without param_copy, sgd_step).
+// (adamw_step with and without param_copy, sgd_step, lamb_step).
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -315,6 +316,133 @@ class Sgd : public Instance {
   std::vector<Host> grads_;
 };
 
+// ---- lamb_step -----------------------------------------------------------------------------------
+// Against the paper's Algorithm 2 in double (paper_lamb_layer), 3 steps over a
+// flat buffer of tensors: every third excluded from decay, one starting at
+// zero (||x|| = 0: ratio 1), one undecayed with zero gradients (||u|| = 0: it
+// never moves). The reference rounds its weights to the parameter dtype after
+// each step, as the device stores them. Bounds (as tests/ops/test_lamb.cpp,
+// which runs the long cases): fp32 weights 1e-6 * step * (|x| + 0.05), about
+// ten fp32 roundings per element on a move the trust ratio keeps near
+// lr * ||x|| per tensor, yet 1000x below one step's move, so a wrong ratio,
+// moment, correction or decay fails; 16-bit weights two of their ulps (the
+// device and the reference may round one value to either side of a
+// boundary, carried but not grown); m and v 1e-6 of their magnitudes (a few
+// fp32 roundings per step). The copy == cast(param) bit for bit. vs the CPU:
+// both are within the reference's bounds, so within their sum of each other
+// (the norms' partial sums are ordered differently on the GPU).
+struct LambSpec {
+  std::vector<int64_t> sizes;
+  LambHyper h;
+  float grad_scale;
+};
+
+class Lamb : public Instance {
+ public:
+  Lamb(LambSpec s, DType pt, DType gt, DType copy_t) : s_(std::move(s)), copy_t_(copy_t) {
+    for (size_t k = 0; k < s_.sizes.size(); ++k) {
+      tensors_.push_back({n_, n_ + s_.sizes[k], k % 3 != 2});
+      n_ += s_.sizes[k];
+    }
+    Gen g(seed_of("lamb", n_, pt, gt, copy_t));
+    p0_ = g.uniform(pt, Shape{n_}, -0.1f, 0.1f);
+    for (int64_t i = tensors_[1].begin; i < tensors_[1].end; ++i) p0_.set(i, 0.0f);  // ||x|| = 0
+    std::uniform_real_distribution<double> unit(-1.0, 1.0);
+    for (int step = 0; step < kSteps; ++step) {
+      Host gr(gt, Shape{n_});
+      for (int64_t i = 0; i < n_; ++i) {  // gradients of mixed magnitude across tensors, as layers have
+        const bool zero = i >= tensors_[2].begin && i < tensors_[2].end;
+        gr.set(i, zero ? 0.0f : static_cast<float>(std::pow(10.0, double(i % 4) - 2.0) * unit(g.engine())));
+      }
+      grads_.push_back(gr);
+    }
+  }
+  Outputs run(Device& dev) override {
+    DeviceBuffer p = put(dev, p0_), m = put(dev, filled(DType::F32, Shape{n_}, 0.0f));
+    DeviceBuffer v = put(dev, filled(DType::F32, Shape{n_}, 0.0f));
+    DeviceBuffer c = put(dev, filled(copy_t_, Shape{n_}, NAN));
+    DeviceBuffer scratch = dev.alloc(Shape{lamb_scratch_floats(tensors_.size())}, DType::F32, MemCategory::Optimizer);
+    for (int step = 1; step <= kSteps; ++step) {
+      LambHyper h = s_.h;
+      h.step = step;
+      dev.lamb_step(p, put(dev, grads_[static_cast<size_t>(step - 1)]), m, v, h, s_.grad_scale, c, tensors_, scratch);
+    }
+    DeviceBuffer cast = dev.alloc(Shape{n_}, copy_t_, MemCategory::Params);
+    dev.cast(cast, p);
+    Outputs o;
+    o.add("param", dev, p), o.add("m", dev, m), o.add("v", dev, v);
+    o.add("copy", dev, c), o.add("cast(param)", dev, cast);
+    return o;
+  }
+  void check(Check& c, Device&, const Outputs& got) override {
+    Ref r = reference();
+    if (c.cuda()) {  // the CPU's result is within the same bounds of the reference
+      for (size_t i = 0; i < r.tp.size(); ++i) r.tp[i] *= 2, r.tm[i] *= 2, r.tv[i] *= 2;
+    }
+    c.near("param", got["param"], r.p, r.tp);
+    c.near("m", got["m"], r.m, r.tm);
+    c.near("v", got["v"], r.v, r.tv);
+    c.same_bits("copy vs cast(param)", got["copy"], got["cast(param)"]);
+    bool still = true;  // zero gradient, undecayed: the tensor never moves
+    for (int64_t i = tensors_[2].begin; i < tensors_[2].end; ++i) still = still && got["param"].value(i) == p0_.value(i);
+    c.expect(still, "the undecayed tensor with zero gradients keeps its weights");
+  }
+  void check_vs_cpu(Check& c, const Outputs& got, const Outputs& cpu) override {
+    const Ref r = reference();
+    auto sum_of = [](const std::vector<double>& t) { return [&t](int64_t i, double) { return 2 * t[static_cast<size_t>(i)]; }; };
+    c.vs_cpu("param", got["param"], cpu["param"], sum_of(r.tp));
+    c.vs_cpu("m", got["m"], cpu["m"], sum_of(r.tm));
+    c.vs_cpu("v", got["v"], cpu["v"], sum_of(r.tv));
+    c.vs_cpu("copy", got["copy"], cpu["copy"], [&](int64_t i, double w) { return 2 * r.tp[static_cast<size_t>(i)] + store_ulp(copy_t_, w); });
+  }
+
+ private:
+  static constexpr int kSteps = 3;
+  struct Ref {
+    std::vector<double> p, m, v, tp, tm, tv;
+  };
+  Ref reference() const {
+    const DType pt = p0_.dtype;
+    const LambHyper& h = s_.h;
+    const PaperLamb ph{double(h.lr), double(h.beta1), double(h.beta2), double(h.eps), double(h.weight_decay),
+                       h.bias_correction};
+    Ref r;
+    r.p = p0_.values();
+    r.m.assign(static_cast<size_t>(n_), 0.0);
+    r.v.assign(static_cast<size_t>(n_), 0.0);
+    std::vector<double> m_mag(static_cast<size_t>(n_), 0.0);
+    for (int step = 1; step <= kSteps; ++step) {
+      const std::vector<double> gv = grads_[static_cast<size_t>(step - 1)].values();
+      for (const LambTensor& t : tensors_) {
+        const auto b = static_cast<size_t>(t.begin), e = static_cast<size_t>(t.end);
+        std::vector<double> xs(r.p.begin() + long(b), r.p.begin() + long(e)), ms(r.m.begin() + long(b), r.m.begin() + long(e)),
+            vs(r.v.begin() + long(b), r.v.begin() + long(e)), gs(e - b);
+        for (size_t i = 0; i < gs.size(); ++i) gs[i] = gv[b + i] * double(s_.grad_scale);
+        paper_lamb_layer(xs, gs, ms, vs, ph, t.decayed, step);
+        for (size_t i = 0; i < gs.size(); ++i) {
+          r.p[b + i] = stored(pt, xs[i]);
+          r.m[b + i] = ms[i], r.v[b + i] = vs[i];
+          m_mag[b + i] = ph.beta1 * m_mag[b + i] + (1.0 - ph.beta1) * std::fabs(gs[i]);
+        }
+      }
+    }
+    for (size_t i = 0; i < r.p.size(); ++i) {
+      r.tp.push_back(pt == DType::F32 ? 1e-6 * kSteps * (std::fabs(r.p[i]) + 0.05)
+                                      : 2.0 * ulp(pt, r.p[i]) + 1e-6 * kSteps * 0.05);
+      r.tm.push_back(1e-6 * m_mag[i]);
+      r.tv.push_back(1e-6 * r.v[i]);
+    }
+    return r;
+  }
+
+  LambSpec s_;
+  DType copy_t_;
+  std::vector<LambTensor> tensors_;
+  int64_t n_ = 0;
+  Host p0_;
+  std::vector<Host> grads_;
+};
+
 }  // namespace
 
 void add_embedding_cases(std::vector<OpCase>& v) {
@@ -369,6 +497,17 @@ void add_optimizer_cases(std::vector<OpCase>& v) {
   const AdamSpec bert{768 * 3072, 1e-4f, 0.01f, 1.0f / 128.0f, -64.0f, 64.0f, false, 3};
   v.push_back(make_case<AdamW>("adamw_step (param_copy)", "BERT FFN weight 768x3072 x3 steps", "param f32 grad bf16 copy bf16",
                                Size::Bert, atol, false, bert, DType::F32, DType::BF16, DType::BF16));
+
+  // LAMB: a tensor big enough for every CUDA block of a partial sum to loop,
+  // the zero ones, a single element, an odd bias-sized one.
+  const char* ltol = "param 1e-6 step (|p| + 0.05) (2 ulps of a 16-bit param), m, v 1e-6 of their magnitudes; copy == cast(param)";
+  const LambSpec lamb{{3000, 64, 257, 1, 9001, 5}, LambHyper{1e-2f, 0.9f, 0.999f, 1e-6f, 0.01f, 1, true}, 0.5f};
+  const DType lamb_types[][3] = {{DType::F32, DType::F32, DType::BF16}, {DType::F32, DType::BF16, DType::BF16},
+                                 {DType::BF16, DType::BF16, DType::F32}, {DType::F16, DType::F32, DType::F16}};
+  for (const auto& t : lamb_types)
+    v.push_back(make_case<Lamb>("lamb_step", "6 tensors n12328 x3 steps",
+                                "param " + dt(t[0]) + " grad " + dt(t[1]) + " copy " + dt(t[2]), Size::Small, ltol,
+                                false, lamb, t[0], t[1], t[2]));
 
   const char* stol = "1e-6 of the magnitudes (+ 3 ulps of a 16-bit param)";
   v.push_back(make_case<Sgd>("sgd_step", "n40000 torch SGD x3 steps", "param f32 grad f32", Size::Small, stol, false,

@@ -302,4 +302,24 @@ void adamw_ref_step(AdamRef& s, double g, const AdamWHyper& h) {
   s.p -= lr / (1.0 - std::pow(b1, t)) * s.m / denom;
 }
 
+void paper_lamb_layer(std::vector<double>& x, const std::vector<double>& g, std::vector<double>& m,
+                      std::vector<double>& v, const PaperLamb& h, bool decayed, long long t) {
+  const size_t n = x.size();
+  std::vector<double> r(n);
+  const double c1 = h.bias_correction ? 1.0 - std::pow(h.beta1, double(t)) : 1.0;
+  const double c2 = h.bias_correction ? 1.0 - std::pow(h.beta2, double(t)) : 1.0;
+  double x_norm = 0.0, r_norm = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    m[i] = h.beta1 * m[i] + (1.0 - h.beta1) * g[i];
+    v[i] = h.beta2 * v[i] + (1.0 - h.beta2) * g[i] * g[i];
+    r[i] = (m[i] / c1) / (std::sqrt(v[i] / c2) + h.eps) + (decayed ? h.wd * x[i] : 0.0);
+    x_norm += x[i] * x[i];
+    r_norm += r[i] * r[i];
+  }
+  x_norm = std::sqrt(x_norm);
+  r_norm = std::sqrt(r_norm);
+  const double ratio = (x_norm > 0.0 && r_norm > 0.0) ? x_norm / r_norm : 1.0;
+  for (size_t i = 0; i < n; ++i) x[i] -= h.lr * ratio * r[i];
+}
+
 }  // namespace mpb::opcheck

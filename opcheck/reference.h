@@ -239,4 +239,19 @@ struct AdamRef {
 };
 void adamw_ref_step(AdamRef& s, double g, const AdamWHyper& h);
 
+// LAMB written from the paper (You et al. 2019, "Large Batch Optimization for
+// Deep Learning: Training BERT in 76 minutes", Algorithm 2), sharing no code
+// with ops/optimizer.h, with apex FusedLAMB's choices where the paper leaves
+// one: the scaling function phi is the identity, the trust ratio is 1 when
+// ||x|| or ||u|| is 0, bias correction can be turned off, and weight decay
+// is left out of the tensors excluded from it.
+struct PaperLamb {
+  double lr, beta1, beta2, eps, wd;
+  bool bias_correction;
+};
+// One step t (1-based) on one layer (parameter tensor) x with gradient g, in
+// double; `decayed` false: lambda = 0 for this layer (biases, LayerNorm).
+void paper_lamb_layer(std::vector<double>& x, const std::vector<double>& g, std::vector<double>& m,
+                      std::vector<double>& v, const PaperLamb& h, bool decayed, long long t);
+
 }  // namespace mpb::opcheck

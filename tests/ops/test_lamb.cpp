@@ -1,11 +1,9 @@
-// Device::lamb_step against an independent float64 LAMB written from the
-// paper (You et al. 2019, "Large Batch Optimization for Deep Learning:
-// Training BERT in 76 minutes", Algorithm 2, with apex FusedLAMB's choices
-// where the paper leaves one: the scaling function phi is the identity, the
-// trust ratio is 1 when ||x|| or ||u|| is 0, bias correction can be turned
-// off, and weight decay is left out of the tensors excluded from it). Run on
-// the backend this executable is built for (test_ops: CPU; test_ops_cuda:
-// CUDA, skipped without a GPU). It shares no code with ops/optimizer.h.
+// Device::lamb_step against the independent float64 LAMB written from the
+// paper (opcheck/reference.h, paper_lamb_layer), over many steps, layouts and
+// hyper-parameters. Run on the backend this executable is built for
+// (test_ops: CPU; test_ops_cuda: CUDA, skipped without a GPU). The op-check
+// table (opcheck/cases_optimizer.cpp) has the short cases every backend and
+// the CPU comparison run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,37 +14,11 @@
 
 #include "opcheck/host.h"
 #include "opcheck/opcheck.h"
+#include "opcheck/reference.h"
 #include "tests/ops/backend_under_test.h"
 
 namespace mpb::opcheck {
 namespace {
-
-struct PaperLamb {
-  double lr, beta1, beta2, eps, wd;
-  bool bias_correction;
-};
-
-// One step of Algorithm 2 on one layer (parameter tensor) x with gradient g.
-// `decayed` false: lambda = 0 for this layer (biases, LayerNorm).
-void paper_lamb_layer(std::vector<double>& x, const std::vector<double>& g, std::vector<double>& m,
-                      std::vector<double>& v, const PaperLamb& h, bool decayed, long long t) {
-  const size_t n = x.size();
-  std::vector<double> r(n);
-  const double c1 = h.bias_correction ? 1.0 - std::pow(h.beta1, double(t)) : 1.0;
-  const double c2 = h.bias_correction ? 1.0 - std::pow(h.beta2, double(t)) : 1.0;
-  double x_norm = 0.0, r_norm = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    m[i] = h.beta1 * m[i] + (1.0 - h.beta1) * g[i];
-    v[i] = h.beta2 * v[i] + (1.0 - h.beta2) * g[i] * g[i];
-    r[i] = (m[i] / c1) / (std::sqrt(v[i] / c2) + h.eps) + (decayed ? h.wd * x[i] : 0.0);
-    x_norm += x[i] * x[i];
-    r_norm += r[i] * r[i];
-  }
-  x_norm = std::sqrt(x_norm);
-  r_norm = std::sqrt(r_norm);
-  const double ratio = (x_norm > 0.0 && r_norm > 0.0) ? x_norm / r_norm : 1.0;
-  for (size_t i = 0; i < n; ++i) x[i] -= h.lr * ratio * r[i];
-}
 
 class Lamb : public ::testing::Test {
  protected:
