@@ -129,7 +129,8 @@
 // path above; cuBLASLt's FP8 bias must be bf16 for an fp32 D, so a Bias*
 // epilogue on an fp32 output is refused by the heuristic and takes the
 // counted fallback. The accumulation is cuBLASLt's default (FAST_ACCUM off:
-// no periodic fp22 truncation), closest to the CPU's fp32 sums.
+// the tensor cores' partial sums are promoted to fp32 periodically instead of
+// accumulating in them throughout), closest to the CPU's fp32 sums.
 #include "backends/cuda/gemm_cublaslt.h"
 
 #include <cublasLt.h>
