@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "opcheck/host.h"
+
 namespace mpb::opcheck {
 
 // GELU tolerances (fp32 evaluation):
@@ -320,6 +322,21 @@ void paper_lamb_layer(std::vector<double>& x, const std::vector<double>& g, std:
   r_norm = std::sqrt(r_norm);
   const double ratio = (x_norm > 0.0 && r_norm > 0.0) ? x_norm / r_norm : 1.0;
   for (size_t i = 0; i < n; ++i) x[i] -= h.lr * ratio * r[i];
+}
+
+void paper_lamb_step(std::vector<double>& x, std::vector<double>& m, std::vector<double>& v,
+                     const std::vector<double>& g, const std::vector<LambTensor>& tensors, const PaperLamb& h,
+                     DType param_t, long long t) {
+  for (const LambTensor& layer : tensors) {
+    const auto b = static_cast<ptrdiff_t>(layer.begin), e = static_cast<ptrdiff_t>(layer.end);
+    std::vector<double> xs(x.begin() + b, x.begin() + e), gs(g.begin() + b, g.begin() + e);
+    std::vector<double> ms(m.begin() + b, m.begin() + e), vs(v.begin() + b, v.begin() + e);
+    paper_lamb_layer(xs, gs, ms, vs, h, layer.decayed, t);
+    for (ptrdiff_t i = 0; i < e - b; ++i) {
+      const auto k = static_cast<size_t>(b + i), j = static_cast<size_t>(i);
+      x[k] = stored(param_t, xs[j]), m[k] = ms[j], v[k] = vs[j];
+    }
+  }
 }
 
 }  // namespace mpb::opcheck

@@ -253,5 +253,12 @@ struct PaperLamb {
 // double; `decayed` false: lambda = 0 for this layer (biases, LayerNorm).
 void paper_lamb_layer(std::vector<double>& x, const std::vector<double>& g, std::vector<double>& m,
                       std::vector<double>& v, const PaperLamb& h, bool decayed, long long t);
+// One step t over a flat parameter vector split into `tensors` (each its own
+// layer, paper_lamb_layer), with gradient g (already unscaled); the new
+// weights are rounded to `param_t`, as the device stores them (apex O3: no
+// fp32 master copy), so the reference follows the device's trajectory.
+void paper_lamb_step(std::vector<double>& x, std::vector<double>& m, std::vector<double>& v,
+                     const std::vector<double>& g, const std::vector<LambTensor>& tensors, const PaperLamb& h,
+                     DType param_t, long long t);
 
 }  // namespace mpb::opcheck

@@ -1,5 +1,5 @@
 // Device::lamb_step against the independent float64 LAMB written from the
-// paper (opcheck/reference.h, paper_lamb_layer), over many steps, layouts and
+// paper (opcheck/reference.h, paper_lamb_step), over many steps, layouts and
 // hyper-parameters. Run on the backend this executable is built for
 // (test_ops: CPU; test_ops_cuda: CUDA, skipped without a GPU). The op-check
 // table (opcheck/cases_optimizer.cpp) has the short cases every backend and
@@ -84,19 +84,9 @@ void check(Device& dev, DType param_t, DType grad_t, bool bias_correction, const
     hs.step = step;
     dev.lamb_step(p, put(dev, g), dm, dv, hs, grad_scale, copy, L.tensors, scratch);
 
-    const std::vector<double> gv = g.values();
-    for (const LambTensor& t : L.tensors) {
-      const auto b = size_t(t.begin), e = size_t(t.end);
-      std::vector<double> xs(x.begin() + long(b), x.begin() + long(e)), ms(m.begin() + long(b), m.begin() + long(e)),
-          vs(v.begin() + long(b), v.begin() + long(e)), gs(size_t(t.end - t.begin));
-      for (size_t i = 0; i < gs.size(); ++i) gs[i] = gv[b + i] * double(grad_scale);
-      paper_lamb_layer(xs, gs, ms, vs, ph, t.decayed, step);
-      for (size_t i = 0; i < gs.size(); ++i) {
-        x[b + i] = stored(param_t, xs[i]);
-        m[b + i] = ms[i];
-        v[b + i] = vs[i];
-      }
-    }
+    std::vector<double> gv = g.values();
+    for (double& gi : gv) gi *= double(grad_scale);
+    paper_lamb_step(x, m, v, gv, L.tensors, ph, param_t, step);
     const Host got = fetch(dev, p);
     double worst = 0.0;
     int64_t worst_i = -1;
