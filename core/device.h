@@ -237,6 +237,13 @@ class Device {
   void note_plan_created() { ++counters_.plans_created; }
   void note_pinned_alloc() { ++counters_.pinned_allocs; }
   void note_gemm_fallback(const std::string& epilogue) { ++counters_.gemm_fallbacks[epilogue]; }
+  // A backend whose attention_*_impl ran a library implementation names it
+  // here (once per call); a call it does not name is counted as
+  // "<info().kind>_kernel", the backend's own kernel (counters().attention_impls).
+  void note_attention_impl(const std::string& impl) {
+    ++counters_.attention_impls[impl];
+    ++attention_impl_notes_;
+  }
   // Bytes that can still be allocated now (CPU: the host's MemAvailable; CUDA:
   // cudaMemGetInfo's free memory), for refusing a cell whose memory estimate
   // does not fit before it runs. nullopt: this device can't say.
@@ -497,8 +504,13 @@ class Device {
   virtual void raw_free(void* ptr) = 0;
 
  private:
+  // After an attention_*_impl call: counts it as the backend's own kernel
+  // unless the backend named an implementation (note_attention_impl).
+  void count_attention_impl(int64_t notes_before);
+
   MemoryTracker tracker_;
   DeviceCounters counters_;
+  int64_t attention_impl_notes_ = 0;
 };
 
 // Thrown when a device can't be created or an op fails (with the reason).

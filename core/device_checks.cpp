@@ -548,7 +548,9 @@ void Device::softmax_backward(const Tensor& dscores, const Tensor& probs, const 
 void Device::attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                                const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
   check_attention("attention_forward", q, k, v, "out", out, lse, key_valid);
+  const int64_t notes = attention_impl_notes_;
   attention_forward_impl(out, lse, q, k, v, key_valid, scale, mask_value);
+  count_attention_impl(notes);
 }
 
 void Device::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
@@ -561,7 +563,13 @@ void Device::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
   need_shape(op, "dk", dk, "k", k);
   need_shape(op, "dv", dv, "k", k);
   need_floats(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}});
+  const int64_t notes = attention_impl_notes_;
   attention_backward_impl(dq, dk, dv, dout, out, lse, q, k, v, key_valid, scale, mask_value);
+  count_attention_impl(notes);
+}
+
+void Device::count_attention_impl(int64_t notes_before) {
+  if (attention_impl_notes_ == notes_before) note_attention_impl(info().kind + "_kernel");
 }
 
 void Device::embedding_forward(const Tensor& out, const Tensor& table, const Tensor& ids) {

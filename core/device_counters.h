@@ -29,6 +29,13 @@ struct DeviceCounters {
   // plain GEMM plus the bias/activation kernels instead, by epilogue name
   // ("BIAS", "RELU_BIAS", "GELU_AUX_BIAS", "DGELU_BGRAD", ...). Never silent.
   std::map<std::string, int64_t> gemm_fallbacks;
+  // Fused attention calls (attention_forward and attention_backward each
+  // count one) by the implementation that ran them: "cudnn_sdpa" (the CUDA
+  // backend through cuDNN's SDPA graphs, fp16/bf16 on shapes cuDNN accepts),
+  // "cuda_kernel" (the CUDA backend's hand-written kernel: fp32, shapes cuDNN
+  // refuses, builds without cudnn_frontend), "cpu_kernel" (the CPU backend).
+  // The cell JSON's attention_impl (runner/step_counters.h).
+  std::map<std::string, int64_t> attention_impls;
 };
 
 }  // namespace mpb

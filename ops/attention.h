@@ -68,11 +68,20 @@ MPB_HD inline float attention_mask_rounded(DType dtype, float mask_value) {
   }
 }
 
-// Step 2: the masked, scaled logit in fp32. key_valid is 0 or 1; the product
-// is evaluated even for real keys (0 * m), exactly as the framework's mask
-// tensor does, which is what makes m = -inf produce NaN.
+// Step 2's additive mask term (1 - key_valid) * m: 0 for a real key, m for
+// padding, NaN for a real key when m is -inf. The product is evaluated even
+// for real keys (0 * m), exactly as the framework's mask tensor does, which is
+// what makes m = -inf produce NaN. Its value is 0, m or NaN, so it is exact in
+// m's dtype: the CUDA backend stores it as cuDNN SDPA's [B,1,1,Tk] bias tensor
+// in q's dtype (backends/cuda/attention.cu), and cuDNN's logit
+// scale * s + bias is then this rule's.
+MPB_HD inline float attention_bias(int32_t key_valid, float mask_rounded) {
+  return static_cast<float>(1 - key_valid) * mask_rounded;
+}
+
+// Step 2: the masked, scaled logit in fp32. key_valid is 0 or 1.
 MPB_HD inline float masked_logit(float score, float scale, int32_t key_valid, float mask_rounded) {
-  return scale * score + static_cast<float>(1 - key_valid) * mask_rounded;
+  return scale * score + attention_bias(key_valid, mask_rounded);
 }
 
 // Unnormalised probability of a logit given the row's max (or lse).

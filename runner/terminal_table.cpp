@@ -59,6 +59,15 @@ void print_step_counters(const std::vector<nlohmann::json>& cells) {
     for (const auto& [name, n] : fallbacks.items())
       fb += (fb.empty() ? "" : ", ") + name + " " + std::to_string(n.get<int64_t>());
     if (!fb.empty()) std::printf("note: %s: fused GEMM epilogues the library refused, run unfused: %s\n", id.c_str(), fb.c_str());
+    // The CUDA backend's hand-written attention kernel (fp32 math on CUDA
+    // cores) instead of cuDNN SDPA: fp32/TF32 cells, shapes cuDNN refuses,
+    // builds without cudnn_frontend (docs/GPU.md).
+    const nlohmann::json attention = s.value("attention_impl_calls", nlohmann::json::object());
+    if (attention.value("cuda_kernel", int64_t{0}) > 0)
+      std::printf("note: %s: fused attention ran the hand-written CUDA kernel for %lld call(s), not cuDNN SDPA "
+                  "(attention_impl %s)\n",
+                  id.c_str(), static_cast<long long>(attention.value("cuda_kernel", int64_t{0})),
+                  s.value("attention_impl", nlohmann::json("?")).dump().c_str());
   }
 }
 

@@ -270,6 +270,7 @@ RunRecord train(Device& dev, Model& model, const Dataset& data, const CellConfig
   t.record().evals.push_back(t.evaluate(cfg.steps));
   t.record().memory = dev.memory().snapshot();
   t.record().gemm_fallbacks = dev.counters().gemm_fallbacks;
+  t.record().attention_impls = dev.counters().attention_impls;
   return t.record();
 }
 

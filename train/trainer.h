@@ -58,6 +58,9 @@ struct RunRecord {
   std::vector<int64_t> host_syncs, allocs, plans_created;
   // GEMM epilogue fallbacks over the whole run (warm-up and eval included), by epilogue.
   std::map<std::string, int64_t> gemm_fallbacks;
+  // Fused attention calls over the whole run by implementation
+  // (DeviceCounters::attention_impls: cudnn_sdpa, cuda_kernel, cpu_kernel).
+  std::map<std::string, int64_t> attention_impls;
   double flops_per_step = 0.0;            // model FLOPs (MFU)
   double recompute_flops_per_step = 0.0;  // checkpointing's second forward (HFU adds it)
   // The model as built (Model::describe): what the configuration leaves to

@@ -45,8 +45,11 @@
 // clear error anyway.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 
+#include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
 #include "ops/attention.h"
@@ -438,6 +441,16 @@ __global__ void attention_dkdv_kernel(AttnArgs a, AttnGradIn gi, void* dk, DType
   }
 }
 
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+// ---- cuDNN SDPA's padding bias ----------------------------------------------------------------
+// bias[b, j] = attention_bias(key_valid[b, j], mask): 0, the rounded mask or
+// NaN (ops/attention.h, the CPU's rule), stored in q's dtype, where each of
+// those values is exact. Grid-stride over the B*Tk elements.
+__global__ void attention_bias_kernel(void* bias, DType bt, const int32_t* __restrict__ kv, int64_t n, float mask) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) store_f32(bias, bt, i, scalar::attention_bias(kv[i], mask));
+}
+#endif
+
 // ---- host side ---------------------------------------------------------------------------------
 struct AttnDims {
   int64_t B, H, Tq, Tk, D;
@@ -533,9 +546,69 @@ void CudaDevice::softmax_backward_impl(const Tensor& dscores, const Tensor& prob
   MPB_CHECK_LAUNCH("softmax_backward_kernel");
 }
 
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+namespace {
+
+// cuDNN SDPA dispatch: true when cuDNN runs the call (with its graph's
+// workspace size in *workspace). fp16/bf16 only, every tensor but lse in q's
+// dtype (the graph has one I/O dtype; fp32/TF32 attention stays on the
+// hand-written kernel: cuDNN's SDPA has no fp32 path). Pointers 16-byte
+// aligned (cuDNN's vector loads; the device allocator's are 256-byte aligned,
+// so only an odd slice misses that). Then the shape is cuDNN's to accept or
+// refuse (CudnnSdpa::prepare: the graph's validate, heuristics and
+// check_support, cached per shape, a refusal printed once with cuDNN's
+// reason). Every call cuDNN does not run is counted as "cuda_kernel" in the
+// device's attention_impls (core/device_counters.h), so none is silent.
+bool cudnn_accepts(CudnnSdpa& sdpa, const SdpaKey& key, std::initializer_list<const Tensor*> tensors,
+                   size_t* workspace) {
+  if (key.dtype != DType::F16 && key.dtype != DType::BF16) return false;
+  for (const Tensor* t : tensors)
+    if (t->dtype != key.dtype || reinterpret_cast<uintptr_t>(t->data) % 16 != 0) return false;
+  return sdpa.prepare(key, workspace, nullptr);
+}
+
+SdpaKey sdpa_key(const Tensor& q, const Tensor& k, float scale, bool backward) {
+  SdpaKey key;
+  key.dtype = q.dtype;
+  key.B = q.shape[0], key.H = q.shape[1], key.Tq = q.shape[2], key.Tk = k.shape[2], key.D = q.shape[3];
+  key.scale = scale;
+  key.backward = backward;
+  return key;
+}
+
+}  // namespace
+
+// The [B,1,1,Tk] bias in q's dtype from key_valid, into its scratch slot.
+static void* build_attention_bias(CudaDevice& dev, const Tensor& q, const Tensor& key_valid, float mask_value) {
+  const int64_t n = key_valid.numel();
+  void* bias = dev.scratch(kScratchAttnBias, static_cast<size_t>(n) * dtype_size(q.dtype));
+  const float mask = scalar::attention_mask_rounded(q.dtype, mask_value);  // step 1 of the mask rule
+  attention_bias_kernel<<<dev.elementwise_grid(n), kThreads, 0, dev.stream()>>>(
+      bias, q.dtype, static_cast<const int32_t*>(key_valid.data), n, mask);
+  MPB_CHECK_LAUNCH("attention_bias_kernel");
+  return bias;
+}
+#endif
+
 void CudaDevice::attention_forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                                         const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
   const char* op = "attention_forward";
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+  {
+    const SdpaKey key = sdpa_key(q, k, scale, false);
+    size_t ws = 0;
+    if (cudnn_accepts(*sdpa_, key, {&out, &q, &k, &v}, &ws)) {
+      SdpaForwardArgs a;
+      a.out = out.data;
+      a.lse = static_cast<float*>(lse.data);
+      a.q = q.data, a.k = k.data, a.v = v.data;
+      a.bias = build_attention_bias(*this, q, key_valid, mask_value);
+      sdpa_->forward(key, a, ws > 0 ? scratch(kScratchCudnnWorkspace, ws) : nullptr);
+      note_attention_impl("cudnn_sdpa");
+      return;
+    }
+  }
+#endif
   const AttnDims d = check_limits(op, q, k);
   const auto* kv = static_cast<const int32_t*>(key_valid.data);
   const AttnArgs a = attn_args(d, q, k, v, kv, scale, mask_value);
@@ -550,6 +623,23 @@ void CudaDevice::attention_backward_impl(const Tensor& dq, const Tensor& dk, con
                                          const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                                          const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
   const char* op = "attention_backward";
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+  {
+    // Independent of the forward's choice: lse means the same on both paths.
+    const SdpaKey key = sdpa_key(q, k, scale, true);
+    size_t ws = 0;
+    if (cudnn_accepts(*sdpa_, key, {&dq, &dk, &dv, &dout, &out, &q, &k, &v}, &ws)) {
+      SdpaBackwardArgs a;
+      a.dq = dq.data, a.dk = dk.data, a.dv = dv.data;
+      a.dout = dout.data, a.out = out.data, a.q = q.data, a.k = k.data, a.v = v.data;
+      a.lse = static_cast<const float*>(lse.data);
+      a.bias = build_attention_bias(*this, q, key_valid, mask_value);
+      sdpa_->backward(key, a, ws > 0 ? scratch(kScratchCudnnWorkspace, ws) : nullptr);
+      note_attention_impl("cudnn_sdpa");
+      return;
+    }
+  }
+#endif
   const AttnDims d = check_limits(op, q, k);
   const auto* kv = static_cast<const int32_t*>(key_valid.data);
   const AttnArgs a = attn_args(d, q, k, v, kv, scale, mask_value);

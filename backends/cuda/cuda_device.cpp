@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
 #include "backends/cuda/gemm_cublaslt.h"
@@ -123,6 +124,11 @@ std::vector<std::pair<std::string, std::string>> cuda_library_versions() {
   v.emplace_back("cudnn", std::to_string(c / 10000) + "." + std::to_string((c % 10000) / 100) + "." +
                               std::to_string(c % 100));
 #endif
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+  v.emplace_back("cudnn_frontend", MPB_CUDNN_FRONTEND_VERSION);
+#else
+  v.emplace_back("cudnn_frontend", "absent (fused attention: hand-written kernel)");
+#endif
   cudaGetLastError();  // a failed query must not linger as the sticky "last error"
   return v;
 }
@@ -184,11 +190,24 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     }
 #endif
 
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+    info_.versions.emplace_back("cudnn_frontend", MPB_CUDNN_FRONTEND_VERSION);
+#else
+    // Said, not silent: fused attention runs the hand-written kernel in every dtype.
+    info_.versions.emplace_back("cudnn_frontend", "absent (fused attention: hand-written kernel)");
+#endif
+
     staging_ = std::make_unique<PinnedStaging>(*this, stream_);
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+    sdpa_ = std::make_unique<CudnnSdpa>(*this);  // cudnnCreate, on stream_
+#endif
     gemm_ = std::make_unique<CublasLtGemm>(*this);  // last: it allocates through this device
   } catch (...) {
     // The destructor does not run for a half-constructed object.
     gemm_.reset();
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+    sdpa_.reset();
+#endif
     staging_.reset();
     if (flags_host_) MPB_CUDA_REPORT(cudaFreeHost(flags_host_));
     if (stream_) MPB_CUDA_REPORT(cudaStreamDestroy(stream_));
@@ -201,6 +220,9 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
 CudaDevice::~CudaDevice() {
   MPB_CUDA_REPORT(cudaStreamSynchronize(stream_));
   gemm_.reset();  // frees the cuBLASLt workspace through raw_free
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+  sdpa_.reset();  // the cached graphs, then cudnnDestroy
+#endif
   staging_.reset();
   for (DeviceBuffer& b : scratch_) b.release();
   MPB_CUDA_REPORT(cudaFreeHost(flags_host_));

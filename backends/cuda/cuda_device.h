@@ -32,7 +32,9 @@ std::unique_ptr<Device> make_cuda_device(int ordinal = 0);
 
 // The CUDA libraries this build links, readable without a GPU (for the
 // manifest of a CPU run): cuda_runtime, cuda_driver ("none" when no driver is
-// installed), cublasLt, cublas, cudnn. Never throws; a failed query is omitted.
+// installed), cublasLt, cublas, cudnn, cudnn_frontend (the pinned version
+// whose cuDNN SDPA graphs run fp16/bf16 fused attention, or "absent (...)":
+// then the hand-written kernel runs it). Never throws; a failed query is omitted.
 std::vector<std::pair<std::string, std::string>> cuda_library_versions();
 
 }  // namespace mpb

@@ -24,6 +24,9 @@ namespace mpb::cuda {
 
 class CublasLtGemm;   // backends/cuda/gemm_cublaslt.h
 class PinnedStaging;  // backends/cuda/pinned_staging.h
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+class CudnnSdpa;      // backends/cuda/attention_cudnn.h
+#endif
 
 // Grow-only device scratch buffers (tracked as Workspace), one per purpose so
 // the users of one slot never overwrite another's live data. Reuse of a slot
@@ -39,6 +42,8 @@ enum ScratchSlot : int {
   kScratchFp8A,         // an FP8 GEMM's quantized operands (fp8_quantize.h) ...
   kScratchFp8B,
   kScratchFp8Descale,   // ... and their 1 / scale, the factors cuBLASLt applies
+  kScratchAttnBias,     // cuDNN SDPA's additive padding bias [B,1,1,Tk] in q's dtype
+  kScratchCudnnWorkspace,  // cuDNN SDPA graphs' workspace (the largest a call has needed)
   kScratchCount
 };
 
@@ -124,6 +129,11 @@ class CudaDevice final : public Device {
   std::array<DeviceBuffer, kScratchCount> scratch_;
   std::unique_ptr<CublasLtGemm> gemm_;
   std::unique_ptr<PinnedStaging> staging_;  // Device::upload's pinned buffers
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+  // fp16/bf16 fused attention: the device's cuDNN handle (on stream_) and its
+  // cached SDPA graphs (backends/cuda/attention.cu dispatches to it).
+  std::unique_ptr<CudnnSdpa> sdpa_;
+#endif
 };
 
 }  // namespace mpb::cuda

@@ -1,0 +1,271 @@
+// cuDNN SDPA graphs through cudnn_frontend (see attention_cudnn.h). The one
+// translation unit that includes cudnn_frontend: keep it that way, the
+// frontend takes about a minute to compile.
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+
+#include "backends/cuda/attention_cudnn.h"
+
+// The frontend's JSON (serialisation, logging) is not used; skipping it keeps
+// its bundled nlohmann::json out of a binary that links the system's.
+#define CUDNN_FRONTEND_SKIP_JSON_LIB 1
+#include <cudnn_frontend.h>
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <functional>
+#include <unordered_map>
+#include <utility>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_device_impl.h"
+
+namespace mpb::cuda {
+
+namespace fe = cudnn_frontend;
+
+namespace {
+
+// Tensor uids of the variant packs.
+enum : int64_t { kQ = 1, kK, kV, kBias, kO, kStats, kDO, kDQ, kDK, kDV };
+
+const char* code_name(fe::error_code_t c) {
+  switch (c) {
+    case fe::error_code_t::OK: return "OK";
+    case fe::error_code_t::ATTRIBUTE_NOT_SET: return "ATTRIBUTE_NOT_SET";
+    case fe::error_code_t::SHAPE_DEDUCTION_FAILED: return "SHAPE_DEDUCTION_FAILED";
+    case fe::error_code_t::INVALID_TENSOR_NAME: return "INVALID_TENSOR_NAME";
+    case fe::error_code_t::INVALID_VARIANT_PACK: return "INVALID_VARIANT_PACK";
+    case fe::error_code_t::GRAPH_NOT_SUPPORTED: return "GRAPH_NOT_SUPPORTED";
+    case fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED: return "GRAPH_EXECUTION_PLAN_CREATION_FAILED";
+    case fe::error_code_t::GRAPH_EXECUTION_FAILED: return "GRAPH_EXECUTION_FAILED";
+    case fe::error_code_t::HEURISTIC_QUERY_FAILED: return "HEURISTIC_QUERY_FAILED";
+    case fe::error_code_t::UNSUPPORTED_GRAPH_FORMAT: return "UNSUPPORTED_GRAPH_FORMAT";
+    case fe::error_code_t::CUDA_API_FAILED: return "CUDA_API_FAILED";
+    case fe::error_code_t::CUDNN_BACKEND_API_FAILED: return "CUDNN_BACKEND_API_FAILED";
+    case fe::error_code_t::INVALID_CUDA_DEVICE: return "INVALID_CUDA_DEVICE";
+    case fe::error_code_t::HANDLE_ERROR: return "HANDLE_ERROR";
+    case fe::error_code_t::INVALID_VALUE: return "INVALID_VALUE";
+    case fe::error_code_t::NVRTC_COMPILATION_FAILED: return "NVRTC_COMPILATION_FAILED";
+  }
+  return "unknown error code";
+}
+
+std::string message(const SdpaKey& key, const char* step, fe::error_t& e) {
+  return "cuDNN SDPA: " + key.describe() + ": " + step + ": " + code_name(e.get_code()) + ": " + e.get_message();
+}
+
+[[noreturn]] void throw_fe(const SdpaKey& key, const char* step, fe::error_t& e) {
+  throw DeviceError(message(key, step, e));
+}
+
+fe::DataType_t fe_type(DType t) {
+  switch (t) {
+    case DType::F16: return fe::DataType_t::HALF;
+    case DType::BF16: return fe::DataType_t::BFLOAT16;
+    default: throw std::invalid_argument(std::string("cuDNN SDPA: no graph for dtype ") + dtype_name(t));
+  }
+}
+
+// Contiguous [b, h, t, d].
+fe::graph::Tensor_attributes bhtd(const char* name, int64_t uid, int64_t b, int64_t h, int64_t t, int64_t d) {
+  return fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({b, h, t, d}).set_stride({h * t * d, t * d, d, 1});
+}
+
+struct KeyHash {
+  size_t operator()(const SdpaKey& k) const {
+    uint32_t scale_bits = 0;
+    std::memcpy(&scale_bits, &k.scale, sizeof scale_bits);
+    size_t h = std::hash<int64_t>()(k.B);
+    for (int64_t v : {k.H, k.Tq, k.Tk, k.D, static_cast<int64_t>(k.dtype), static_cast<int64_t>(scale_bits),
+                      static_cast<int64_t>(k.backward)})
+      h = h * 1000003u ^ std::hash<int64_t>()(v);
+    return h;
+  }
+};
+
+struct Entry {
+  std::shared_ptr<fe::graph::Graph> graph;  // null when refused
+  size_t workspace = 0;
+  std::string refusal;
+};
+
+}  // namespace
+
+bool SdpaKey::operator==(const SdpaKey& o) const {
+  // The scale by its bits: the graph bakes in exactly this float.
+  return dtype == o.dtype && B == o.B && H == o.H && Tq == o.Tq && Tk == o.Tk && D == o.D &&
+         std::memcmp(&scale, &o.scale, sizeof scale) == 0 && backward == o.backward;
+}
+
+std::string SdpaKey::describe() const {
+  return std::string(backward ? "backward " : "forward ") + dtype_name(dtype) + " B" + std::to_string(B) + " H" +
+         std::to_string(H) + " Tq" + std::to_string(Tq) + " Tk" + std::to_string(Tk) + " D" + std::to_string(D) +
+         " scale " + std::to_string(scale);
+}
+
+struct CudnnSdpa::Impl {
+  CudaDevice& dev;
+  cudnnHandle_t handle = nullptr;
+  std::unordered_map<SdpaKey, Entry, KeyHash> graphs;
+
+  explicit Impl(CudaDevice& d) : dev(d) {}
+  ~Impl() {
+    graphs.clear();  // the plans before the handle they were built with
+    if (handle) {
+      const cudnnStatus_t st = cudnnDestroy(handle);
+      if (st != CUDNN_STATUS_SUCCESS)
+        std::fprintf(stderr, "mpbench cuda: cudnnDestroy failed: %s\n", cudnnGetErrorString(st));
+    }
+  }
+
+  // The graph of `key`, without building it (validate() does that).
+  std::shared_ptr<fe::graph::Graph> describe_graph(const SdpaKey& k) const {
+    auto g = std::make_shared<fe::graph::Graph>();
+    g->set_io_data_type(fe_type(k.dtype))
+        .set_intermediate_data_type(fe::DataType_t::FLOAT)
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+    auto Q = g->tensor(bhtd("Q", kQ, k.B, k.H, k.Tq, k.D));
+    auto K = g->tensor(bhtd("K", kK, k.B, k.H, k.Tk, k.D));
+    auto V = g->tensor(bhtd("V", kV, k.B, k.H, k.Tk, k.D));
+    // The padding mask as an additive bias, broadcast over heads and queries
+    // (ops/attention.h attention_bias: 0, the rounded mask value, or NaN).
+    auto bias = g->tensor(fe::graph::Tensor_attributes()
+                              .set_name("bias")
+                              .set_uid(kBias)
+                              .set_dim({k.B, 1, 1, k.Tk})
+                              .set_stride({k.Tk, k.Tk, k.Tk, 1}));
+    if (!k.backward) {
+      auto opts = fe::graph::SDPA_attributes()
+                      .set_name("sdpa_forward")
+                      .set_generate_stats(true)  // Stats = lse, what the backward needs
+                      .set_attn_scale(k.scale)
+                      .set_bias(bias);
+      auto [O, Stats] = g->sdpa(Q, K, V, opts);
+      O->set_output(true).set_uid(kO).set_dim({k.B, k.H, k.Tq, k.D}).set_stride({k.H * k.Tq * k.D, k.Tq * k.D, k.D, 1});
+      Stats->set_output(true)
+          .set_uid(kStats)
+          .set_data_type(fe::DataType_t::FLOAT)
+          .set_dim({k.B, k.H, k.Tq, 1})
+          .set_stride({k.H * k.Tq, k.Tq, 1, 1});
+    } else {
+      auto O = g->tensor(bhtd("O", kO, k.B, k.H, k.Tq, k.D));
+      auto dO = g->tensor(bhtd("dO", kDO, k.B, k.H, k.Tq, k.D));
+      auto Stats = g->tensor(fe::graph::Tensor_attributes()
+                                 .set_name("Stats")
+                                 .set_uid(kStats)
+                                 .set_dim({k.B, k.H, k.Tq, 1})
+                                 .set_stride({k.H * k.Tq, k.Tq, 1, 1})
+                                 .set_data_type(fe::DataType_t::FLOAT));
+      // Deterministic: the same dQ/dK/dV bits on every run, as every other
+      // backward op of the project (no atomics in the reductions).
+      auto opts = fe::graph::SDPA_backward_attributes()
+                      .set_name("sdpa_backward")
+                      .set_attn_scale(k.scale)
+                      .set_bias(bias)
+                      .set_deterministic_algorithm(true);
+      auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, Stats, opts);
+      dQ->set_output(true).set_uid(kDQ).set_dim({k.B, k.H, k.Tq, k.D}).set_stride({k.H * k.Tq * k.D, k.Tq * k.D, k.D, 1});
+      dK->set_output(true).set_uid(kDK).set_dim({k.B, k.H, k.Tk, k.D}).set_stride({k.H * k.Tk * k.D, k.Tk * k.D, k.D, 1});
+      dV->set_output(true).set_uid(kDV).set_dim({k.B, k.H, k.Tk, k.D}).set_stride({k.H * k.Tk * k.D, k.Tk * k.D, k.D, 1});
+    }
+    return g;
+  }
+
+  // Builds and caches the key's graph. "Not supported" answers (validate's
+  // support surface, the heuristics finding no engine, check_support finding
+  // no plan that runs the graph) are cached refusals; any other failure
+  // throws.
+  Entry& entry(const SdpaKey& key) {
+    if (auto it = graphs.find(key); it != graphs.end()) return it->second;
+    dev.note_plan_created();
+    Entry e;
+    auto refuse = [&](const char* step, fe::error_t& err) -> Entry& {
+      e.graph.reset();
+      e.refusal = message(key, step, err);
+      // Once per shape (the refusal is cached); every call it affects is
+      // counted as "cuda_kernel" in the cell's attention_impl.
+      std::fprintf(stderr, "mpbench cuda: %s; fused attention at this shape runs the hand-written kernel\n",
+                   e.refusal.c_str());
+      return graphs.emplace(key, std::move(e)).first->second;
+    };
+    std::shared_ptr<fe::graph::Graph> g = describe_graph(key);
+    if (fe::error_t err = g->validate(); err.is_bad()) {
+      if (err.get_code() == fe::error_code_t::GRAPH_NOT_SUPPORTED) return refuse("validate", err);
+      throw_fe(key, "validate", err);
+    }
+    if (fe::error_t err = g->build_operation_graph(handle); err.is_bad()) {
+      if (err.get_code() == fe::error_code_t::GRAPH_NOT_SUPPORTED) return refuse("build_operation_graph", err);
+      throw_fe(key, "build_operation_graph", err);
+    }
+    if (fe::error_t err = g->create_execution_plans({fe::HeurMode_t::A}); err.is_bad()) {
+      if (err.get_code() == fe::error_code_t::GRAPH_NOT_SUPPORTED ||
+          err.get_code() == fe::error_code_t::HEURISTIC_QUERY_FAILED)
+        return refuse("create_execution_plans", err);
+      throw_fe(key, "create_execution_plans", err);
+    }
+    // The graph's own verdict on this GPU and cuDNN version: any failure
+    // here is "no engine runs this graph".
+    if (fe::error_t err = g->check_support(); err.is_bad()) return refuse("check_support", err);
+    if (fe::error_t err = g->build_plans(); err.is_bad()) throw_fe(key, "build_plans", err);
+    int64_t ws = 0;
+    if (fe::error_t err = g->get_workspace_size(ws); err.is_bad()) throw_fe(key, "get_workspace_size", err);
+    if (ws < 0) throw DeviceError("cuDNN SDPA: " + key.describe() + ": negative workspace size " + std::to_string(ws));
+    e.graph = std::move(g);
+    e.workspace = static_cast<size_t>(ws);
+    return graphs.emplace(key, std::move(e)).first->second;
+  }
+
+  void execute(const SdpaKey& key, std::unordered_map<int64_t, void*>& pack, void* workspace) {
+    auto it = graphs.find(key);
+    if (it == graphs.end() || !it->second.graph)
+      throw std::logic_error("cuDNN SDPA: " + key.describe() + " executed without an accepted prepare()");
+    const Entry& e = it->second;
+    if (e.workspace > 0 && workspace == nullptr)
+      throw std::logic_error("cuDNN SDPA: " + key.describe() + " needs " + std::to_string(e.workspace) +
+                             " bytes of workspace, got none");
+    if (fe::error_t err = e.graph->execute(handle, pack, workspace); err.is_bad()) throw_fe(key, "execute", err);
+  }
+};
+
+CudnnSdpa::CudnnSdpa(CudaDevice& dev) : impl_(std::make_unique<Impl>(dev)) {
+  MPB_CUDNN_CHECK(cudnnCreate(&impl_->handle));
+  MPB_CUDNN_CHECK(cudnnSetStream(impl_->handle, dev.stream()));
+}
+
+CudnnSdpa::~CudnnSdpa() = default;
+
+bool CudnnSdpa::prepare(const SdpaKey& key, size_t* workspace, std::string* reason) {
+  const Entry& e = impl_->entry(key);
+  if (!e.graph) {
+    if (reason) *reason = e.refusal;
+    return false;
+  }
+  if (workspace) *workspace = e.workspace;
+  return true;
+}
+
+void CudnnSdpa::forward(const SdpaKey& key, const SdpaForwardArgs& a, void* workspace) {
+  if (key.backward) throw std::logic_error("cuDNN SDPA: forward() with a backward key");
+  std::unordered_map<int64_t, void*> pack = {
+      {kQ, const_cast<void*>(a.q)},       {kK, const_cast<void*>(a.k)}, {kV, const_cast<void*>(a.v)},
+      {kBias, const_cast<void*>(a.bias)}, {kO, a.out},                  {kStats, a.lse}};
+  impl_->execute(key, pack, workspace);
+}
+
+void CudnnSdpa::backward(const SdpaKey& key, const SdpaBackwardArgs& a, void* workspace) {
+  if (!key.backward) throw std::logic_error("cuDNN SDPA: backward() with a forward key");
+  std::unordered_map<int64_t, void*> pack = {
+      {kQ, const_cast<void*>(a.q)},       {kK, const_cast<void*>(a.k)},
+      {kV, const_cast<void*>(a.v)},       {kBias, const_cast<void*>(a.bias)},
+      {kO, const_cast<void*>(a.out)},     {kDO, const_cast<void*>(a.dout)},
+      {kStats, const_cast<float*>(a.lse)}, {kDQ, a.dq},
+      {kDK, a.dk},                        {kDV, a.dv}};
+  impl_->execute(key, pack, workspace);
+}
+
+size_t CudnnSdpa::cached_graphs() const { return impl_->graphs.size(); }
+
+}  // namespace mpb::cuda
+
+#endif  // MPB_HAVE_CUDNN_FRONTEND

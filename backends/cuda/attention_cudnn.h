@@ -1,0 +1,78 @@
+// Fused attention through cuDNN's scaled-dot-product-attention (SDPA) graphs,
+// built with the header-only cudnn_frontend C++ API. Only
+// backends/cuda/attention_cudnn.cpp includes cudnn_frontend (it takes about a
+// minute to compile); this header is plain C++ and exists only in builds with
+// MPB_HAVE_CUDNN_FRONTEND (cmake/Cuda.cmake).
+//
+// The graphs (S = scale * Q K^T + bias, softmax with its statistics, O = P V,
+// and the backward from Q, K, V, O, dO, Stats, bias) are built once per
+// SdpaKey, counted as plan creations on the device (cell JSON
+// plans_created_in_timed_steps), and cached with their workspace sizes. A key
+// cuDNN refuses (the graph's validate / heuristics / check_support answer
+// "not supported") is cached as refused with cuDNN's reason, so the caller's
+// hand-written kernel runs instead and the refusal costs one build attempt.
+// Any other frontend or cuDNN error throws DeviceError with its message.
+#pragma once
+
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace mpb::cuda {
+
+class CudaDevice;
+
+// One graph: everything that is baked into it. Q [B,H,Tq,D], K/V [B,H,Tk,D],
+// all contiguous; the bias [B,1,1,Tk] in the same dtype; Stats fp32 [B,H,Tq,1].
+struct SdpaKey {
+  DType dtype = DType::F16;  // F16 or BF16
+  int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0;
+  float scale = 1.0f;
+  bool backward = false;
+  bool operator==(const SdpaKey& o) const;
+  std::string describe() const;  // "SDPA forward bf16 B32 H12 Tq128 Tk128 D64 scale 0.125"
+};
+
+struct SdpaForwardArgs {
+  void* out = nullptr;
+  float* lse = nullptr;  // cuDNN's Stats: natural-log log-sum-exp of the logits, fp32 [B,H,Tq]
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *bias = nullptr;
+};
+
+struct SdpaBackwardArgs {
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  const void *dout = nullptr, *out = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *bias = nullptr;
+  const float* lse = nullptr;
+};
+
+class CudnnSdpa {
+ public:
+  // One cuDNN handle on the device's stream (the device's current CUDA device).
+  explicit CudnnSdpa(CudaDevice& dev);
+  ~CudnnSdpa();
+  CudnnSdpa(const CudnnSdpa&) = delete;
+  CudnnSdpa& operator=(const CudnnSdpa&) = delete;
+
+  // Builds the key's graph on first use (a plan creation) and caches it.
+  // True when cuDNN runs it, with its workspace size in *workspace; false
+  // when cuDNN refused it, with cuDNN's reason in *reason.
+  bool prepare(const SdpaKey& key, size_t* workspace, std::string* reason);
+  // Enqueue a prepared (accepted) key's graph on the device's stream.
+  // workspace: at least prepare()'s bytes of device memory (may be null for 0).
+  void forward(const SdpaKey& key, const SdpaForwardArgs& a, void* workspace);
+  void backward(const SdpaKey& key, const SdpaBackwardArgs& a, void* workspace);
+  size_t cached_graphs() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mpb::cuda
+
+#endif  // MPB_HAVE_CUDNN_FRONTEND

@@ -1,0 +1,372 @@
+// Fused attention on the CUDA backend through cuDNN SDPA (backends/cuda/
+// attention_cudnn.cpp) against the CPU backend, fp16 and bf16, at BERT-tiny
+// and BERT-base shapes with non-prefix padding: forward (out, lse), backward
+// (dq, dk, dv from the same out/lse/dout on both devices), padded keys'
+// exact zeros, the fp16 mask hazard (NaN everywhere, as the CPU), graph
+// caching (no plan creation on a repeated shape), deterministic backward,
+// and which implementation ran (DeviceCounters::attention_impls). Each test
+// skips where no usable CUDA device exists; the build-level tests run
+// everywhere. Without cudnn_frontend (MPB_HAVE_CUDNN_FRONTEND unset) the
+// same comparisons run the hand-written kernel, and the implementation
+// tests expect "cuda_kernel".
+//
+// Run on a GPU: ctest --test-dir build -R 'CudnnAttention' --output-on-failure
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_device.h"
+#include "backends/cuda/cuda_device.h"
+#include "core/device.h"
+#include "core/numerics.h"
+#include "core/precision.h"
+#include "opcheck/host.h"
+
+namespace mpb {
+namespace {
+
+using opcheck::fetch;
+using opcheck::Gen;
+using opcheck::Host;
+using opcheck::identical;
+using opcheck::ints;
+using opcheck::put;
+
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+constexpr const char* kHalfImpl = "cudnn_sdpa";
+#else
+constexpr const char* kHalfImpl = "cuda_kernel";
+#endif
+
+// ---- build level (runs with or without a GPU) -----------------------------------------
+
+TEST(CudnnAttentionBuild, LibraryVersionsSayWhetherCudnnFrontendIsIn) {
+  std::string fe;
+  for (const auto& [k, v] : cuda_library_versions())
+    if (k == "cudnn_frontend") fe = v;
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+  EXPECT_EQ(fe, "1.32.0");
+#else
+  EXPECT_EQ(fe.rfind("absent", 0), 0u) << fe;
+#endif
+}
+
+// ---- the fixture ------------------------------------------------------------------------
+
+struct Dims {
+  const char* name;
+  int64_t B, H, Tq, Tk, D;
+};
+
+// BERT-tiny (2 heads of 64), BERT-base (12 heads of 64) at sequence 128, and
+// a ragged shape (Tq != Tk, neither a multiple of a tile, D = 32).
+const Dims kDims[] = {{"bert_tiny", 8, 2, 128, 128, 64}, {"bert_base", 4, 12, 128, 128, 64}, {"ragged", 2, 3, 40, 67, 32}};
+
+// Non-prefix padding: key j of batch b is padding when (j * 7 + b * 3) % 5
+// == 0 (holes spread through the sequence, never a suffix), batch 0 has
+// every key, and the last batch element also loses its last third.
+std::vector<int32_t> key_valid(int64_t B, int64_t Tk) {
+  std::vector<int32_t> kv(static_cast<size_t>(B * Tk), 1);
+  for (int64_t b = 1; b < B; ++b)
+    for (int64_t j = 0; j < Tk; ++j) {
+      const bool hole = (j * 7 + b * 3) % 5 == 0 || (b == B - 1 && j >= 2 * Tk / 3);
+      if (hole) kv[static_cast<size_t>(b * Tk + j)] = 0;
+    }
+  return kv;
+}
+
+// The exact (float64) attention of the stored inputs, and the magnitudes the
+// tolerances need.
+struct Exact {
+  std::vector<double> P;                 // [B,H,Tq,Tk] probabilities
+  std::vector<double> mag_o;             // sum_j P_ij |v_jd|            [B,H,Tq,D]
+  std::vector<double> mag_dv;            // sum_i P_ij |dO_id|           [B,H,Tk,D]
+  std::vector<double> mag_dq, mag_dk;    // scale sum |dS| |k|, |q|
+  std::vector<double> fp32_dq, fp32_dk;  // scale sum P (|dP| + |D_i|) |k|, |q|
+};
+
+class CudnnAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto reason = cuda_unavailable_reason()) GTEST_SKIP() << *reason;
+    gpu_ = make_cuda_device();
+    cpu_ = make_cpu_device();
+  }
+
+  int64_t impl_calls(const char* impl) const {
+    const auto& m = gpu_->counters().attention_impls;
+    const auto it = m.find(impl);
+    return it == m.end() ? 0 : it->second;
+  }
+
+  // The inputs of one case, in dtype t.
+  struct Case {
+    Dims d;
+    DType t;
+    float scale, mask;
+    Host q, k, v, dout;
+    std::vector<int32_t> kv;
+  };
+  Case make_case(const Dims& d, DType t) {
+    Case c{d, t, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.D))), attention_mask_value(t), {}, {}, {}, {}, {}};
+    const Shape qs{d.B, d.H, d.Tq, d.D}, ks{d.B, d.H, d.Tk, d.D};
+    // |q|, |k| up to 2: logits up to ~4 sqrt(D), a softmax far from uniform.
+    c.q = gen_.uniform(t, qs, -2.0f, 2.0f), c.k = gen_.uniform(t, ks, -2.0f, 2.0f);
+    c.v = gen_.uniform(t, ks, -1.0f, 1.0f), c.dout = gen_.uniform(t, qs, -1.0f, 1.0f);
+    c.kv = key_valid(d.B, d.Tk);
+    return c;
+  }
+
+  static Exact exact(const Case& c, const Host& out) {
+    const Dims& d = c.d;
+    const auto q = c.q.values(), k = c.k.values(), v = c.v.values(), dout = c.dout.values(), o = out.values();
+    const double mask = c.t == DType::F16 ? static_cast<double>(round_to_half(c.mask)) : static_cast<double>(round_to_bf16(c.mask));
+    Exact e;
+    const size_t nq = static_cast<size_t>(d.B * d.H * d.Tq * d.D), nk = static_cast<size_t>(d.B * d.H * d.Tk * d.D);
+    e.P.assign(static_cast<size_t>(d.B * d.H * d.Tq * d.Tk), 0.0);
+    e.mag_o.assign(nq, 0.0), e.mag_dq.assign(nq, 0.0), e.fp32_dq.assign(nq, 0.0);
+    e.mag_dv.assign(nk, 0.0), e.mag_dk.assign(nk, 0.0), e.fp32_dk.assign(nk, 0.0);
+    std::vector<double> l(static_cast<size_t>(d.Tk)), dP(static_cast<size_t>(d.Tk));
+    for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
+      const int64_t b = bh / d.H;
+      const auto qi = [&](int64_t i, int64_t x) { return static_cast<size_t>((bh * d.Tq + i) * d.D + x); };
+      const auto kj = [&](int64_t j, int64_t x) { return static_cast<size_t>((bh * d.Tk + j) * d.D + x); };
+      for (int64_t i = 0; i < d.Tq; ++i) {
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < d.Tk; ++j) {
+          double s = 0.0;
+          for (int64_t x = 0; x < d.D; ++x) s += q[qi(i, x)] * k[kj(j, x)];
+          l[static_cast<size_t>(j)] = c.scale * s + (c.kv[static_cast<size_t>(b * d.Tk + j)] ? 0.0 : mask);
+          mx = std::max(mx, l[static_cast<size_t>(j)]);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < d.Tk; ++j) sum += std::exp(l[static_cast<size_t>(j)] - mx);
+        double Di = 0.0;  // from the stored O both devices' backward read
+        for (int64_t x = 0; x < d.D; ++x) Di += dout[qi(i, x)] * o[qi(i, x)];
+        for (int64_t j = 0; j < d.Tk; ++j) {
+          const double p = std::exp(l[static_cast<size_t>(j)] - mx) / sum;
+          e.P[static_cast<size_t>((bh * d.Tq + i) * d.Tk + j)] = p;
+          double dp = 0.0;
+          for (int64_t x = 0; x < d.D; ++x) dp += dout[qi(i, x)] * v[kj(j, x)];
+          const double ds = p * (dp - Di), ds32 = p * (std::fabs(dp) + std::fabs(Di));
+          for (int64_t x = 0; x < d.D; ++x) {
+            e.mag_o[qi(i, x)] += p * std::fabs(v[kj(j, x)]);
+            e.mag_dv[kj(j, x)] += p * std::fabs(dout[qi(i, x)]);
+            e.mag_dq[qi(i, x)] += c.scale * std::fabs(ds) * std::fabs(k[kj(j, x)]);
+            e.mag_dk[kj(j, x)] += c.scale * std::fabs(ds) * std::fabs(q[qi(i, x)]);
+            e.fp32_dq[qi(i, x)] += c.scale * ds32 * std::fabs(k[kj(j, x)]);
+            e.fp32_dk[kj(j, x)] += c.scale * ds32 * std::fabs(q[qi(i, x)]);
+          }
+        }
+      }
+    }
+    return e;
+  }
+
+  // |got - want| <= tol(i) for every element; the first few failures printed.
+  static void expect_near(const char* what, const Host& got, const Host& want, const std::function<double(size_t)>& tol) {
+    ASSERT_EQ(got.numel(), want.numel());
+    int64_t bad = 0;
+    double worst = 0.0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const double g = got.value(i), w = want.value(i), t = tol(static_cast<size_t>(i));
+      const double err = std::fabs(g - w);
+      if (!(err <= t)) {
+        if (++bad <= 5) ADD_FAILURE() << what << "[" << i << "]: gpu " << g << ", cpu " << w << ", tolerance " << t;
+      } else if (t > 0) {
+        worst = std::max(worst, err / t);
+      }
+    }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.numel() << " elements outside the tolerance";
+    RecordProperty(std::string(what) + "_worst_error_over_tolerance", std::to_string(worst));
+  }
+
+  void run_case(const Dims& d, DType t, bool require_half_impl = true);
+
+  std::unique_ptr<Device> gpu_, cpu_;
+  Gen gen_{20250301u};
+};
+
+// Tolerances, GPU (cuDNN) vs CPU, both from the same stored inputs. u is the
+// I/O dtype's unit roundoff, the largest relative error of one
+// round-to-nearest (bf16 2^-8, fp16 2^-11). Both backends compute the logits,
+// the softmax and every sum in fp32, so the dtype-level differences are what
+// cuDNN rounds to the I/O dtype on the way (flash attention feeds its tensor
+// cores in that dtype), plus each side's one rounding of its outputs:
+//  - O = P V with P rounded: each P_ij off by <= u relative, so O by <= u
+//    sum_j P_ij |v_jd|; each side rounds O once (<= u |O| each, and |O| <=
+//    sum P|v|): u sum P|v| + 2u |O| in all. The fp32 sums and exponentials
+//    (reduction lengths D, Tk <= 128: (D + Tk) 2^-24 ~ 2^-16, far below
+//    u = 2^-8 or 2^-11) get the headroom of one more u sum P|v| + ... :
+//    tol_o = 3u sum_j P_ij |v_jd| + 2u |O| + 2^-24.
+//  - lse: fp32 on both sides (cuDNN's Stats = max + log(sum exp), natural
+//    log, what the CPU stores): the logits' fp32 dot (D terms) and the sum
+//    (Tk terms), a few (D + Tk) 2^-24 relative: tol 2^-14 (|lse| + 1).
+//  - dV = P^T dO with P rounded: 3u sum_i P_ij |dO_id| + 2u |dV|.
+//  - dQ = scale dS K, dK = scale dS^T Q, with dS = P (dP - D_i) rounded to
+//    the I/O dtype: 3u scale sum |dS||k| (|q|) + 2u |dQ| (|dK|), plus the
+//    fp32 cancellation in dP - D_i: (D + Tk) 2^-24 scale sum P (|dP| +
+//    |D_i|) |k|, taken 16 times.
+// Every bound is a unit roundoff times a magnitude summed over the reduction
+// (the keys for O and dQ, the queries for dK and dV), computed in float64.
+void CudnnAttention::run_case(const Dims& d, DType t, bool require_half_impl) {
+  SCOPED_TRACE(std::string(d.name) + " " + dtype_name(t));
+  const Case c = make_case(d, t);
+  const double u = t == DType::BF16 ? 0x1p-8 : 0x1p-11;
+  const Shape qs{d.B, d.H, d.Tq, d.D}, ks{d.B, d.H, d.Tk, d.D}, ls{d.B, d.H, d.Tq};
+  const Host kvh = ints(c.kv, Shape{d.B, d.Tk});
+
+  // Forward on both.
+  auto forward = [&](Device& dev, Host* out, Host* lse) {
+    DeviceBuffer q = put(dev, c.q), k = put(dev, c.k), v = put(dev, c.v), kv = put(dev, kvh);
+    DeviceBuffer o = dev.alloc(qs, t, MemCategory::Activations), l = dev.alloc(ls, DType::F32, MemCategory::Activations);
+    dev.attention_forward(o, l, q, k, v, kv, c.scale, c.mask);
+    *out = fetch(dev, o), *lse = fetch(dev, l);
+  };
+  Host out_g, lse_g, out_c, lse_c;
+  const int64_t half_before = impl_calls(kHalfImpl);
+  forward(*gpu_, &out_g, &lse_g);
+  if (require_half_impl) {
+    EXPECT_EQ(impl_calls(kHalfImpl), half_before + 1) << "the forward did not run on " << kHalfImpl;
+  }
+  forward(*cpu_, &out_c, &lse_c);
+
+  const Exact e = exact(c, out_c);
+  expect_near("out", out_g, out_c, [&](size_t i) { return 3 * u * e.mag_o[i] + 2 * u * std::fabs(out_c.value(static_cast<int64_t>(i))) + 0x1p-24; });
+  expect_near("lse", lse_g, lse_c, [&](size_t i) { return 0x1p-14 * (std::fabs(lse_c.value(static_cast<int64_t>(i))) + 1.0); });
+
+  // Backward on both, from the CPU's out and lse (the same stored inputs).
+  auto backward = [&](Device& dev, Host* dq, Host* dk, Host* dv) {
+    DeviceBuffer q = put(dev, c.q), k = put(dev, c.k), v = put(dev, c.v), kv = put(dev, kvh);
+    DeviceBuffer o = put(dev, out_c), l = put(dev, lse_c), g = put(dev, c.dout);
+    DeviceBuffer gq = dev.alloc(qs, t, MemCategory::Activations), gk = dev.alloc(ks, t, MemCategory::Activations);
+    DeviceBuffer gv = dev.alloc(ks, t, MemCategory::Activations);
+    dev.attention_backward(gq, gk, gv, g, o, l, q, k, v, kv, c.scale, c.mask);
+    *dq = fetch(dev, gq), *dk = fetch(dev, gk), *dv = fetch(dev, gv);
+  };
+  Host dq_g, dk_g, dv_g, dq_c, dk_c, dv_c;
+  const int64_t half_mid = impl_calls(kHalfImpl);
+  backward(*gpu_, &dq_g, &dk_g, &dv_g);
+  if (require_half_impl) {
+    EXPECT_EQ(impl_calls(kHalfImpl), half_mid + 1) << "the backward did not run on " << kHalfImpl;
+  }
+  backward(*cpu_, &dq_c, &dk_c, &dv_c);
+  const double fp32 = 16 * static_cast<double>(d.D + d.Tk) * 0x1p-24;
+  expect_near("dq", dq_g, dq_c, [&](size_t i) {
+    return 3 * u * e.mag_dq[i] + fp32 * e.fp32_dq[i] + 2 * u * std::fabs(dq_c.value(static_cast<int64_t>(i))) + 0x1p-24;
+  });
+  expect_near("dk", dk_g, dk_c, [&](size_t i) {
+    return 3 * u * e.mag_dk[i] + fp32 * e.fp32_dk[i] + 2 * u * std::fabs(dk_c.value(static_cast<int64_t>(i))) + 0x1p-24;
+  });
+  expect_near("dv", dv_g, dv_c, [&](size_t i) { return 3 * u * e.mag_dv[i] + 2 * u * std::fabs(dv_c.value(static_cast<int64_t>(i))) + 0x1p-24; });
+
+  // Padded keys: probability exactly 0, so exactly zero dk and dv.
+  int64_t nonzero = 0;
+  for (int64_t bh = 0; bh < d.B * d.H; ++bh)
+    for (int64_t j = 0; j < d.Tk; ++j)
+      if (!c.kv[static_cast<size_t>((bh / d.H) * d.Tk + j)])
+        for (int64_t x = 0; x < d.D; ++x) {
+          const int64_t at = (bh * d.Tk + j) * d.D + x;
+          nonzero += dk_g.value(at) != 0.0 || dv_g.value(at) != 0.0;
+        }
+  EXPECT_EQ(nonzero, 0) << "padded keys must get exactly zero dk and dv";
+}
+
+TEST_F(CudnnAttention, BertTinyBf16MatchesCpu) { run_case(kDims[0], DType::BF16); }
+TEST_F(CudnnAttention, BertTinyF16MatchesCpu) { run_case(kDims[0], DType::F16); }
+TEST_F(CudnnAttention, BertBaseBf16MatchesCpu) { run_case(kDims[1], DType::BF16); }
+TEST_F(CudnnAttention, BertBaseF16MatchesCpu) { run_case(kDims[1], DType::F16); }
+// cuDNN may accept or refuse this one (its own check_support decides); either
+// way the numbers must agree and every call is counted under some
+// implementation.
+TEST_F(CudnnAttention, RaggedBf16MatchesCpu) { run_case(kDims[2], DType::BF16, false); }
+TEST_F(CudnnAttention, RaggedF16MatchesCpu) { run_case(kDims[2], DType::F16, false); }
+
+// A shape's graphs are built once: the second forward/backward creates no
+// plan, and the deterministic backward gives the same bits twice.
+TEST_F(CudnnAttention, GraphsAreCachedAndBackwardIsDeterministic) {
+  const Dims d = kDims[1];
+  const DType t = DType::BF16;
+  const Case c = make_case(d, t);
+  const Shape qs{d.B, d.H, d.Tq, d.D}, ls{d.B, d.H, d.Tq};
+  DeviceBuffer q = put(*gpu_, c.q), k = put(*gpu_, c.k), v = put(*gpu_, c.v), g = put(*gpu_, c.dout);
+  DeviceBuffer kv = put(*gpu_, ints(c.kv, Shape{d.B, d.Tk}));
+  DeviceBuffer o = gpu_->alloc(qs, t, MemCategory::Activations), l = gpu_->alloc(ls, DType::F32, MemCategory::Activations);
+  DeviceBuffer dq = gpu_->alloc(qs, t, MemCategory::Activations), dk = gpu_->alloc(qs, t, MemCategory::Activations);
+  DeviceBuffer dv = gpu_->alloc(qs, t, MemCategory::Activations);
+  gpu_->attention_forward(o, l, q, k, v, kv, c.scale, c.mask);
+  gpu_->attention_backward(dq, dk, dv, g, o, l, q, k, v, kv, c.scale, c.mask);
+  const Host dq1 = fetch(*gpu_, dq), dk1 = fetch(*gpu_, dk), dv1 = fetch(*gpu_, dv), o1 = fetch(*gpu_, o);
+  const int64_t plans = gpu_->counters().plans_created;
+  const auto allocs = gpu_->memory().snapshot().allocations;
+  gpu_->attention_forward(o, l, q, k, v, kv, c.scale, c.mask);
+  gpu_->attention_backward(dq, dk, dv, g, o, l, q, k, v, kv, c.scale, c.mask);
+  gpu_->synchronize();
+  EXPECT_EQ(gpu_->counters().plans_created, plans) << "a repeated shape built a graph";
+  EXPECT_EQ(gpu_->memory().snapshot().allocations, allocs) << "a repeated shape allocated (bias or workspace)";
+  std::string where;
+  EXPECT_TRUE(identical(fetch(*gpu_, o), o1, &where)) << "forward not reproducible: " << where;
+  EXPECT_TRUE(identical(fetch(*gpu_, dq), dq1, &where)) << "dq not reproducible: " << where;
+  EXPECT_TRUE(identical(fetch(*gpu_, dk), dk1, &where)) << "dk not reproducible: " << where;
+  EXPECT_TRUE(identical(fetch(*gpu_, dv), dv1, &where)) << "dv not reproducible: " << where;
+}
+
+// The fp16 hazard of the mask rule (ops/attention.h): mask_value -1e9 rounds
+// to -inf in fp16, so a real key's bias 0 * -inf is NaN, and every output of
+// a batch element with a real key is NaN, on the CPU and through cuDNN alike.
+TEST_F(CudnnAttention, F16MinusInfMaskGivesNaNLikeTheCpu) {
+  const Dims d{"hazard", 2, 2, 16, 16, 64};
+  Case c = make_case(d, DType::F16);
+  c.mask = -1e9f;
+  const Shape qs{d.B, d.H, d.Tq, d.D}, ls{d.B, d.H, d.Tq};
+  for (Device* dev : {gpu_.get(), cpu_.get()}) {
+    DeviceBuffer q = put(*dev, c.q), k = put(*dev, c.k), v = put(*dev, c.v);
+    DeviceBuffer kv = put(*dev, ints(c.kv, Shape{d.B, d.Tk}));
+    DeviceBuffer o = dev->alloc(qs, DType::F16, MemCategory::Activations), l = dev->alloc(ls, DType::F32, MemCategory::Activations);
+    dev->attention_forward(o, l, q, k, v, kv, c.scale, c.mask);
+    const Host oh = fetch(*dev, o);
+    int64_t finite = 0;
+    for (int64_t i = 0; i < oh.numel(); ++i) finite += !std::isnan(oh.value(i));
+    EXPECT_EQ(finite, 0) << dev->info().kind << ": outputs that are not NaN";
+  }
+}
+
+// fp32 fused attention has no cuDNN path: the hand-written kernel runs it,
+// and the counters say so.
+TEST_F(CudnnAttention, F32RunsTheHandWrittenKernelAndSaysSo) {
+  const Dims d{"f32", 2, 2, 33, 33, 64};
+  const Case c = make_case(d, DType::F32);
+  const Shape qs{d.B, d.H, d.Tq, d.D}, ls{d.B, d.H, d.Tq};
+  DeviceBuffer q = put(*gpu_, c.q), k = put(*gpu_, c.k), v = put(*gpu_, c.v);
+  DeviceBuffer kv = put(*gpu_, ints(c.kv, Shape{d.B, d.Tk}));
+  DeviceBuffer o = gpu_->alloc(qs, DType::F32, MemCategory::Activations), l = gpu_->alloc(ls, DType::F32, MemCategory::Activations);
+  const int64_t kernel = impl_calls("cuda_kernel"), sdpa = impl_calls("cudnn_sdpa");
+  gpu_->attention_forward(o, l, q, k, v, kv, c.scale, c.mask);
+  gpu_->synchronize();
+  EXPECT_EQ(impl_calls("cuda_kernel"), kernel + 1);
+  EXPECT_EQ(impl_calls("cudnn_sdpa"), sdpa);
+}
+
+// An output dtype other than q's (the contract allows it) is outside the
+// graph's single I/O dtype: the hand-written kernel runs it, counted.
+TEST_F(CudnnAttention, MixedOutputDtypeRunsTheHandWrittenKernel) {
+  const Dims d{"mixed", 1, 2, 32, 32, 64};
+  const Case c = make_case(d, DType::BF16);
+  const Shape qs{d.B, d.H, d.Tq, d.D}, ls{d.B, d.H, d.Tq};
+  DeviceBuffer q = put(*gpu_, c.q), k = put(*gpu_, c.k), v = put(*gpu_, c.v);
+  DeviceBuffer kv = put(*gpu_, ints(c.kv, Shape{d.B, d.Tk}));
+  DeviceBuffer o = gpu_->alloc(qs, DType::F32, MemCategory::Activations), l = gpu_->alloc(ls, DType::F32, MemCategory::Activations);
+  const int64_t kernel = impl_calls("cuda_kernel");
+  gpu_->attention_forward(o, l, q, k, v, kv, c.scale, c.mask);
+  gpu_->synchronize();
+  EXPECT_EQ(impl_calls("cuda_kernel"), kernel + 1);
+}
+
+}  // namespace
+}  // namespace mpb
