@@ -19,6 +19,7 @@ packages=(
   python3-pip ca-certificates  # for ml-dtypes below (pip verifies PyPI's certificate: a minimal Debian has no CA bundle)
   libopenblas0-pthread  # an optimised BLAS for PyTorch/numpy: the speed comparison's baseline is then fair
   chromium
+  patchelf  # scripts/gpu_bundle.sh sets the bundle's RUNPATH ($ORIGIN/../lib) with it
 )
 case ${1:-} in
   "") ;;
