@@ -54,6 +54,11 @@ int main(int argc, char** argv) {
                  "TESTING ONLY: sleep this long inside every timed step, a planted slowdown for testing a "
                  "regression gate (recorded in the manifest and every repeat; docs/REPORTS.md)")
       ->check(CLI::Range(0.0, 60000.0));
+  app.add_option("--max-minutes", opt.max_minutes,
+                 "start no repeat after this many minutes (the running one finishes): the run stops cleanly, "
+                 "exit code 5, and --resume continues it; for runs in slices (a GPU lease, a job's time limit)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->type_name("MINUTES");
   app.add_flag("--fail-on-divergence", opt.fail_on_divergence,
                "exit 3 when a cell diverged (a non-finite final or eval loss); by default divergence is a "
                "result, shown in the table, and the exit code is 0");

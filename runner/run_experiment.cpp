@@ -40,6 +40,7 @@ std::atomic<bool> g_interrupted{false};
 namespace {
 
 struct Interrupted {};
+struct TimeBudgetReached {};  // --max-minutes: stop between repeats
 
 // --dry-run's estimate: --assume-gpu's row, else the device's own row (a
 // known GPU) or, on the CPU, a quick GEMM ceiling per mode the cells use.
@@ -115,6 +116,8 @@ std::optional<nlohmann::json> matching_json(const fs::path& path, const Cell& ce
 }  // namespace
 
 int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
+  // --max-minutes counts from here: set-up and the start's ceilings included.
+  const auto t_begin = std::chrono::steady_clock::now();
   // The cells to run: the filter applies; the baseline comes first (the
   // sequential order runs it first; the interleaved order shuffles anyway).
   std::vector<const Cell*> cells;
@@ -361,6 +364,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   const size_t units = plan.units();
   size_t unit_no = 0;
   int interrupted = 0;
+  bool out_of_time = false, ran_a_repeat = false;
   std::set<const Cell*> said_skipped;
   // The repeat now training, for the watchdog's thread (set before arm()).
   std::atomic<const RunUnit*> training{nullptr};
@@ -391,6 +395,12 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
           steps_done += cfg.steps;
           continue;
         }
+        // Checked only once this run has trained a repeat: every slice makes
+        // progress, however short its budget against the set-up.
+        if (opt.max_minutes > 0 && ran_a_repeat &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_begin).count() >= opt.max_minutes * 60.0)
+          throw TimeBudgetReached{};
+        ran_a_repeat = true;
         // The ceiling again, right before this repeat: the cell's fraction of
         // it is then a ratio measured in one time window (a shared machine's
         // speed drifts), and the best measurement of the run is kept.
@@ -502,6 +512,12 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     interrupted = 1;
     std::fprintf(stderr, "\nrunner: interrupted; every finished cell and repeat is kept in %s (rerun with --resume)\n",
                  dir.string().c_str());
+  } catch (const TimeBudgetReached&) {
+    out_of_time = true;
+    std::fprintf(stderr,
+                 "runner: --max-minutes %g passed; stopped before repeat %zu of %zu; every finished cell and repeat "
+                 "is kept in %s (rerun with --resume to go on)\n",
+                 opt.max_minutes, unit_no, units, dir.string().c_str());
   }
   std::vector<nlohmann::json> written = finalize();
   if (fs::is_empty(dir / "partial")) fs::remove(dir / "partial");
@@ -510,9 +526,10 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   for (const Cell& c : exp.cells)
     if (auto f = matching_json(failed_path(c), c)) failed_cells.push_back(*f);
   manifest["failed_cells"] = failed_cells;
-  if (interrupted) {
+  if (interrupted || out_of_time) {  // not "finished": --resume goes on from here
+    if (out_of_time) manifest["stopped"] = {{"reason", "max_minutes"}, {"max_minutes", opt.max_minutes}, {"at", utc_now_iso8601()}};
     write_file_atomic(manifest_path, manifest.dump(2) + "\n");
-    return kExitInterrupted;
+    return interrupted ? kExitInterrupted : kExitTimeBudget;
   }
   manifest["finished"] = utc_now_iso8601();
   manifest["device"]["ceiling_gflops"] = ceiling;  // the best of the start and per-repeat measurements

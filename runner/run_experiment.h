@@ -39,6 +39,11 @@ struct RunOptions {
   // --shard i/N: only this share of the cells (runner/shard.h), in
   // <out>/<name>.shard-<i>-of-<N>/, recorded in manifest.shard.
   std::optional<ShardSpec> shard;
+  // --max-minutes: no repeat starts once this much wall time has passed since
+  // the run began (the one running finishes, so a run can overrun by one
+  // repeat; at least one repeat runs, so every slice makes progress); the run
+  // then ends with kExitTimeBudget and --resume continues it. 0: no limit.
+  double max_minutes = 0.0;
 };
 
 // The runner's exit codes (docs/RESULTS.md).
@@ -48,6 +53,7 @@ enum ExitCode : int {
   kExitBadInput = 2,      // bad experiment file or command line; nothing written
   kExitDiverged = 3,      // --fail-on-divergence and a cell diverged; every result written
   kExitBusy = 4,          // another runner is writing the same results directory; nothing written
+  kExitTimeBudget = 5,    // --max-minutes passed; finished cells and repeats kept (--resume continues)
   kExitInterrupted = 130  // Ctrl-C / SIGTERM; finished cells and repeats kept (--resume)
 };
 
