@@ -15,11 +15,9 @@
 #include "runner/machine_load.h"
 #include "runner/process_cpu.h"
 #include "runner/system_resources.h"
+#include "runner/terminal_table.h"  // fmt
 
 namespace mpb::doctor {
-
-// printf-formats one number: fmt("%.1f GiB", 3.25) -> "3.2 GiB" (the checks' findings).
-std::string fmt(const char* format, double v);
 
 // ---- machine (doctor_system.cpp) ----
 DoctorCheck check_build();

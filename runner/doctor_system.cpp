@@ -27,12 +27,6 @@ DoctorCheck make(const std::string& name, CheckStatus s, std::string finding, st
 
 }  // namespace
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 DoctorCheck check_build() {
   const nlohmann::json git = git_json(), build = build_json();
   std::string finding = "mpbench " + mpbench_version() + ", commit " + git["commit"].get<std::string>();

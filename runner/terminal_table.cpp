@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 
 #include "runner/results.h"
@@ -79,6 +80,18 @@ std::string format_eta(double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
   return buf;
+}
+
+std::string fmt(const char* format, ...) {
+  va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string out(n > 0 ? size_t(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, format, again);
+  va_end(again);
+  return out;
 }
 
 std::string human_bytes(double b) {
