@@ -276,8 +276,8 @@ DoctorCheck check_selftest(Device& dev, double seconds) {
               fmt(" in %.1f s", took);
   if (skipped) c.finding += ", " + std::to_string(skipped) + " skipped";
   if (not_run)
-    c.finding += " (" + std::to_string(not_run) + " more small cases left for the time budget; the whole table: "
-                 "ctest -R '^" + kind + "\\.')";
+    c.finding += " (" + std::to_string(not_run) + " more small cases left for the time budget; the whole table "
+                 "and training steps: runner selftest --device " + kind + ")";
   if (failed) {
     c.status = CheckStatus::Fail;
     c.finding += "; FAILED: " + failed_names;

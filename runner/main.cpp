@@ -3,6 +3,8 @@
 //        [--fail-on-divergence] [--stall-timeout S] [--cell-timeout S] [--export-reference DIR]
 //        [--assume-gpu NAME] [--lock-clocks base|MHZ] [--find-max-batch] [--shard I/N]
 // runner merge OUT DIR... [--allow-mixed] [--scheduler FILE]   (runner/merge.h)
+// runner doctor [...]                                          (runner/doctor.h)
+// runner selftest [--device cpu|cuda|auto] [--quick] [--json FILE]  (runner/selftest.h)
 // Exit codes: runner/run_experiment.h ExitCode, docs/RESULTS.md.
 #include <CLI/CLI.hpp>
 
@@ -21,6 +23,7 @@
 #include "runner/reference_export.h"
 #include "runner/result_dir.h"
 #include "runner/run_experiment.h"
+#include "runner/selftest.h"
 
 namespace {
 void on_sigint(int) { mpb::g_interrupted = true; }
@@ -29,6 +32,7 @@ void on_sigint(int) { mpb::g_interrupted = true; }
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "doctor") return mpb::run_doctor(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "merge") return mpb::run_merge(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "selftest") return mpb::run_selftest(argc - 1, argv + 1);
   CLI::App app{"mpbench runner: trains every cell of an experiment matrix and records speed, memory and convergence"};
   std::string file;
   mpb::RunOptions opt;
