@@ -3,6 +3,8 @@
 # them: debootstrap --variant=minbase builds a new root in a temporary directory, and inside
 # it, with chroot and as root,
 #   bash scripts/quickstart.sh --filter <one cell>      then      bash scripts/test.sh
+# and then scripts/gpu_bundle.sh, whose bundle must run (runner selftest --device cpu, the
+# quickstart's cell) in a second new root with nothing installed (tests/bundle/bundle_bare_root.sh).
 # with the CUDA backend forced on (this machine's /usr/local/cuda is bind-mounted, read-only)
 # and every warning an error, as in CI. Nothing is there but minbase and what the scripts
 # install, so a package missing from scripts/install_deps.sh makes this test fail; so does
@@ -172,37 +174,38 @@ tmproot=$(mktemp -d "${MPB_FRESH_TMPDIR:-/var/tmp}/mpbench-fresh.XXXXXX")
 chmod 755 "$tmproot"
 
 # ---- debootstrap ------------------------------------------------------------------------------
-say "debootstrap --variant=$variant $suite from $mirror into $tmproot"
-t=$(date +%s)
 cache=${MPB_FRESH_CACHE-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/mpbench}
 arch=$(dpkg --print-architecture 2>/dev/null || echo amd64)
-bootstrapped=
-if [[ -n $cache ]]; then
-  mkdir -p "$cache/apt-archives/partial"
-  tarball="$cache/debootstrap-$suite-$variant-$arch-$(tr -c 'A-Za-z0-9.\n' _ <<<"$mirror").tar.gz"
-  if [[ -f $tarball ]] && [[ -n $(find "$tarball" -mtime +"${MPB_FRESH_CACHE_DAYS:-7}") ]]; then
-    echo "the cached debootstrap tarball is older than ${MPB_FRESH_CACHE_DAYS:-7} days: making a new one"
-    rm -f "$tarball"
-  fi
-  if [[ ! -f $tarball ]]; then
-    scratch=$(mktemp -d "$tmproot/tarball.XXXXXX")
-    debootstrap --variant="$variant" --arch="$arch" --make-tarball="$tarball.part" \
-      "$suite" "$scratch" "$mirror"
-    mv "$tarball.part" "$tarball"
-    rm -rf "$scratch"
-  fi
-  if debootstrap --variant="$variant" --arch="$arch" --unpack-tarball="$tarball" \
-    "$suite" "$tmproot/root" "$mirror"; then
-    bootstrapped=1
-  else
+# bootstrap DIR: a new minbase root in DIR, from the cached tarball when there is one.
+bootstrap() {
+  local dir=$1 tarball scratch
+  if [[ -n $cache ]]; then
+    mkdir -p "$cache/apt-archives/partial"
+    tarball="$cache/debootstrap-$suite-$variant-$arch-$(tr -c 'A-Za-z0-9.\n' _ <<<"$mirror").tar.gz"
+    if [[ -f $tarball ]] && [[ -n $(find "$tarball" -mtime +"${MPB_FRESH_CACHE_DAYS:-7}") ]]; then
+      echo "the cached debootstrap tarball is older than ${MPB_FRESH_CACHE_DAYS:-7} days: making a new one"
+      rm -f "$tarball"
+    fi
+    if [[ ! -f $tarball ]]; then
+      scratch=$(mktemp -d "$tmproot/tarball.XXXXXX")
+      debootstrap --variant="$variant" --arch="$arch" --make-tarball="$tarball.part" \
+        "$suite" "$scratch" "$mirror"
+      mv "$tarball.part" "$tarball"
+      rm -rf "$scratch"
+    fi
+    if debootstrap --variant="$variant" --arch="$arch" --unpack-tarball="$tarball" \
+      "$suite" "$dir" "$mirror"; then
+      return 0
+    fi
     echo "debootstrap from the cached tarball failed: removing it, bootstrapping from the mirror"
     rm -f "$tarball"
-    rm -rf --one-file-system "$tmproot/root"
+    rm -rf --one-file-system "$dir"
   fi
-fi
-if [[ -z $bootstrapped ]]; then
-  debootstrap --variant="$variant" --arch="$arch" "$suite" "$tmproot/root" "$mirror"
-fi
+  debootstrap --variant="$variant" --arch="$arch" "$suite" "$dir" "$mirror"
+}
+say "debootstrap --variant=$variant $suite from $mirror into $tmproot"
+t=$(date +%s)
+bootstrap "$tmproot/root"
 t_debootstrap=$(($(date +%s) - t))
 root=$tmproot/root
 
@@ -303,6 +306,34 @@ if [[ -n $cache ]]; then
 fi
 
 read -r t_quick t_test <"$root/var/tmp/mpb-fresh-times"
+
+# ---- the GPU bundle on a machine with nothing installed (issue 11) -------------------------------
+# The bundle built in the first root, unpacked in a second, bare minbase root: no compiler, no
+# -dev package, no yaml-cpp, oneDNN or libgomp; CUDA's libraries only, from the bind-mounted
+# toolkit, in the loader's cache as a CUDA install puts them. tests/bundle/bundle_bare_root.sh
+# runs there, from another directory and with LD_LIBRARY_PATH unset: runner selftest
+# --device cpu, and the quickstart's cell.
+t_bundle=skipped
+if [[ $cuda == ON ]]; then
+  say "the GPU bundle: scripts/gpu_bundle.sh in the first root, run in a bare second root"
+  t=$(date +%s)
+  chroot "$root" /usr/bin/env -i "${envs[@]}" /bin/bash -c \
+    'cd /src && bash scripts/gpu_bundle.sh --build-dir "$MPB_BUILD_DIR" --out /var/tmp/mpbench-gpu-bundle.tar.gz' </dev/null
+  bare=$tmproot/bare
+  bootstrap "$bare"
+  cp "$root/var/tmp/mpbench-gpu-bundle.tar.gz" "$bare/var/tmp/"
+  cp "$checkout/tests/bundle/bundle_bare_root.sh" "$bare/bundle_bare_root.sh"
+  bind /proc "$bare/proc"
+  mkdir -p "$bare/dev"
+  mount --rbind /dev "$bare/dev"
+  mounts+=("$bare/dev")
+  mount --make-rslave "$bare/dev"
+  bind /usr/local/cuda "$bare/usr/local/cuda" ro
+  echo /usr/local/cuda/lib64 >"$bare/etc/ld.so.conf.d/988_cuda.conf"
+  chroot "$bare" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    LANG=C.UTF-8 /bin/bash /bundle_bare_root.sh "$filter" </dev/null
+  t_bundle=$(mmss $(($(date +%s) - t)))
+fi
 say "passed: debootstrap $(mmss "$t_debootstrap"), quickstart $t_quick (apt install, configure," \
   "build runner, run, report), test.sh $t_test (configure, build the rest, ctest)," \
-  "total $(mmss $(($(date +%s) - t_start)))"
+  "the bundle in a bare root $t_bundle, total $(mmss $(($(date +%s) - t_start)))"

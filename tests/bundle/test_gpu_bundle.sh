@@ -4,7 +4,7 @@
 # LD_LIBRARY_PATH unset: bin/runner's RUNPATH is $ORIGIN/../lib; every library of
 # bin/* and lib/* that is neither glibc's nor CUDA's/NVIDIA's resolves inside the
 # bundle's lib/ (CUDA's may resolve from the machine: the target provides them);
-# `runner doctor --device cpu --selftest-seconds 1` and `runner --dry-run
+# `runner doctor --device cpu --selftest-seconds 1`, `runner selftest --device cpu --quick` and `runner --dry-run
 # experiments/quickstart.yaml` work from a third directory; bin/mpbench-env runs.
 # (Where CUDA is not in the loader's cache, LD_LIBRARY_PATH holds CUDA's directories only.)
 # Usage: test_gpu_bundle.sh SOURCE_DIR BUILD_DIR   (CTest: bundle.test_gpu_bundle, label bundle)
@@ -66,6 +66,7 @@ done
 echo "== runs from another directory"
 cd "$tmp/elsewhere"
 "$b/bin/runner" doctor --device cpu --selftest-seconds 1 || fail "runner doctor --device cpu failed"
+"$b/bin/runner" selftest --device cpu --quick >selftest.txt || fail "runner selftest --device cpu --quick failed: $(cat selftest.txt)"
 "$b/bin/runner" --dry-run "$b/experiments/quickstart.yaml" >dry.txt || fail "runner --dry-run failed"
 grep -q total dry.txt || fail "the dry run printed no total: $(cat dry.txt)"
 "$b/bin/mpbench-env" >env.txt || echo "(mpbench-env: a CUDA library is missing here; fine for this test)"
