@@ -15,20 +15,16 @@
 #include "core/dtype.h"
 #include "core/numerics.h"
 #include "core/precision.h"
+#include "opcheck/host.h"
 #include "ops/attention.h"
 
 namespace {
 
 using namespace mpb;
 
-// x as stored in a tensor of dtype t and read back (what cuDNN reads).
-float stored(DType t, float x) {
-  switch (t) {
-    case DType::F16: return round_to_half(x);
-    case DType::BF16: return round_to_bf16(x);
-    default: return x;
-  }
-}
+// x as stored in a tensor of dtype t and read back (what cuDNN reads): the
+// op check's rounding (opcheck/host.h), not ops/attention.h's own.
+float stored(DType t, float x) { return static_cast<float>(opcheck::stored(t, x)); }
 
 // Bitwise equal, or both NaN (a NaN's payload is not part of the rule).
 bool same(float a, float b) {

@@ -123,10 +123,21 @@ class CudnnAttention : public ::testing::Test {
     return c;
   }
 
+  // One attention_forward of case c on dev, output in out_dtype; returns the output.
+  static Host forward_once(Device& dev, const Case& c, DType out_dtype) {
+    const Dims& d = c.d;
+    DeviceBuffer q = put(dev, c.q), k = put(dev, c.k), v = put(dev, c.v);
+    DeviceBuffer kv = put(dev, ints(c.kv, Shape{d.B, d.Tk}));
+    DeviceBuffer o = dev.alloc(Shape{d.B, d.H, d.Tq, d.D}, out_dtype, MemCategory::Activations);
+    DeviceBuffer l = dev.alloc(Shape{d.B, d.H, d.Tq}, DType::F32, MemCategory::Activations);
+    dev.attention_forward(o, l, q, k, v, kv, c.scale, c.mask);
+    return fetch(dev, o);
+  }
+
   static Exact exact(const Case& c, const Host& out) {
     const Dims& d = c.d;
     const auto q = c.q.values(), k = c.k.values(), v = c.v.values(), dout = c.dout.values(), o = out.values();
-    const double mask = c.t == DType::F16 ? static_cast<double>(round_to_half(c.mask)) : static_cast<double>(round_to_bf16(c.mask));
+    const double mask = opcheck::stored(c.t, c.mask);
     Exact e;
     const size_t nq = static_cast<size_t>(d.B * d.H * d.Tq * d.D), nk = static_cast<size_t>(d.B * d.H * d.Tk * d.D);
     e.P.assign(static_cast<size_t>(d.B * d.H * d.Tq * d.Tk), 0.0);
@@ -324,13 +335,8 @@ TEST_F(CudnnAttention, F16MinusInfMaskGivesNaNLikeTheCpu) {
   const Dims d{"hazard", 2, 2, 16, 16, 64};
   Case c = make_case(d, DType::F16);
   c.mask = -1e9f;
-  const Shape qs{d.B, d.H, d.Tq, d.D}, ls{d.B, d.H, d.Tq};
   for (Device* dev : {gpu_.get(), cpu_.get()}) {
-    DeviceBuffer q = put(*dev, c.q), k = put(*dev, c.k), v = put(*dev, c.v);
-    DeviceBuffer kv = put(*dev, ints(c.kv, Shape{d.B, d.Tk}));
-    DeviceBuffer o = dev->alloc(qs, DType::F16, MemCategory::Activations), l = dev->alloc(ls, DType::F32, MemCategory::Activations);
-    dev->attention_forward(o, l, q, k, v, kv, c.scale, c.mask);
-    const Host oh = fetch(*dev, o);
+    const Host oh = forward_once(*dev, c, DType::F16);
     int64_t finite = 0;
     for (int64_t i = 0; i < oh.numel(); ++i) finite += !std::isnan(oh.value(i));
     EXPECT_EQ(finite, 0) << dev->info().kind << ": outputs that are not NaN";
@@ -342,13 +348,8 @@ TEST_F(CudnnAttention, F16MinusInfMaskGivesNaNLikeTheCpu) {
 TEST_F(CudnnAttention, F32RunsTheHandWrittenKernelAndSaysSo) {
   const Dims d{"f32", 2, 2, 33, 33, 64};
   const Case c = make_case(d, DType::F32);
-  const Shape qs{d.B, d.H, d.Tq, d.D}, ls{d.B, d.H, d.Tq};
-  DeviceBuffer q = put(*gpu_, c.q), k = put(*gpu_, c.k), v = put(*gpu_, c.v);
-  DeviceBuffer kv = put(*gpu_, ints(c.kv, Shape{d.B, d.Tk}));
-  DeviceBuffer o = gpu_->alloc(qs, DType::F32, MemCategory::Activations), l = gpu_->alloc(ls, DType::F32, MemCategory::Activations);
   const int64_t kernel = impl_calls("cuda_kernel"), sdpa = impl_calls("cudnn_sdpa");
-  gpu_->attention_forward(o, l, q, k, v, kv, c.scale, c.mask);
-  gpu_->synchronize();
+  forward_once(*gpu_, c, DType::F32);
   EXPECT_EQ(impl_calls("cuda_kernel"), kernel + 1);
   EXPECT_EQ(impl_calls("cudnn_sdpa"), sdpa);
 }
@@ -358,13 +359,8 @@ TEST_F(CudnnAttention, F32RunsTheHandWrittenKernelAndSaysSo) {
 TEST_F(CudnnAttention, MixedOutputDtypeRunsTheHandWrittenKernel) {
   const Dims d{"mixed", 1, 2, 32, 32, 64};
   const Case c = make_case(d, DType::BF16);
-  const Shape qs{d.B, d.H, d.Tq, d.D}, ls{d.B, d.H, d.Tq};
-  DeviceBuffer q = put(*gpu_, c.q), k = put(*gpu_, c.k), v = put(*gpu_, c.v);
-  DeviceBuffer kv = put(*gpu_, ints(c.kv, Shape{d.B, d.Tk}));
-  DeviceBuffer o = gpu_->alloc(qs, DType::F32, MemCategory::Activations), l = gpu_->alloc(ls, DType::F32, MemCategory::Activations);
   const int64_t kernel = impl_calls("cuda_kernel");
-  gpu_->attention_forward(o, l, q, k, v, kv, c.scale, c.mask);
-  gpu_->synchronize();
+  forward_once(*gpu_, c, DType::F32);
   EXPECT_EQ(impl_calls("cuda_kernel"), kernel + 1);
 }
 
