@@ -18,8 +18,9 @@ struct DeviceCounters {
   // an otherwise asynchronous call (CUDA: a scratch buffer that must grow
   // while kernels may still read it, a pinned staging buffer still in flight).
   int64_t host_syncs = 0;
-  // GEMM plans built: cuBLASLt descriptors + heuristic (CUDA), oneDNN matmul
-  // primitives (CPU). Both backends cache them; a miss is a creation.
+  // Plans built: cuBLASLt descriptors + heuristic and cuDNN SDPA graphs
+  // (CUDA), oneDNN matmul primitives (CPU). Both backends cache them; a miss
+  // is a creation.
   int64_t plans_created = 0;
   // Pinned host buffers allocated (CUDA upload staging, backends/cuda/
   // pinned_staging.h): host memory, so not in the MemoryTracker's per-category

@@ -35,7 +35,7 @@ struct SdpaKey {
   float scale = 1.0f;
   bool backward = false;
   bool operator==(const SdpaKey& o) const;
-  std::string describe() const;  // "SDPA forward bf16 B32 H12 Tq128 Tk128 D64 scale 0.125"
+  std::string describe() const;  // "forward bf16 B32 H12 Tq128 Tk128 D64 scale 0.125000"
 };
 
 struct SdpaForwardArgs {
