@@ -24,6 +24,24 @@ constexpr int kMinCcMajor = 8;
 // "13.0" from 13000 (cudaRuntimeGetVersion / cudaDriverGetVersion encoding).
 std::string cuda_version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
+#ifdef MPB_HAVE_CUDNN
+// cuDNN 9 encodes major*10000 + minor*100 + patch.
+std::string cudnn_version_string() {
+  const size_t v = cudnnGetVersion();
+  return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
+}
+#endif
+
+// Said, not silent: without the frontend, fused attention runs the
+// hand-written kernel in every dtype.
+std::string cudnn_frontend_version() {
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+  return MPB_CUDNN_FRONTEND_VERSION;
+#else
+  return "absent (fused attention: hand-written kernel)";
+#endif
+}
+
 // Why device `ordinal` is unusable, or nullopt. Never throws.
 std::optional<std::string> unavailable(int ordinal) {
   try {
@@ -120,15 +138,9 @@ std::vector<std::pair<std::string, std::string>> cuda_library_versions() {
       cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
     v.emplace_back("cublas", std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch));
 #ifdef MPB_HAVE_CUDNN
-  const size_t c = cudnnGetVersion();
-  v.emplace_back("cudnn", std::to_string(c / 10000) + "." + std::to_string((c % 10000) / 100) + "." +
-                              std::to_string(c % 100));
+  v.emplace_back("cudnn", cudnn_version_string());
 #endif
-#ifdef MPB_HAVE_CUDNN_FRONTEND
-  v.emplace_back("cudnn_frontend", MPB_CUDNN_FRONTEND_VERSION);
-#else
-  v.emplace_back("cudnn_frontend", "absent (fused attention: hand-written kernel)");
-#endif
+  v.emplace_back("cudnn_frontend", cudnn_frontend_version());
   cudaGetLastError();  // a failed query must not linger as the sticky "last error"
   return v;
 }
@@ -182,20 +194,9 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
                                                 std::to_string(patch));
     }
 #ifdef MPB_HAVE_CUDNN
-    {
-      // cuDNN 9 encodes major*10000 + minor*100 + patch.
-      const size_t v = cudnnGetVersion();
-      info_.versions.emplace_back("cudnn", std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." +
-                                               std::to_string(v % 100));
-    }
+    info_.versions.emplace_back("cudnn", cudnn_version_string());
 #endif
-
-#ifdef MPB_HAVE_CUDNN_FRONTEND
-    info_.versions.emplace_back("cudnn_frontend", MPB_CUDNN_FRONTEND_VERSION);
-#else
-    // Said, not silent: fused attention runs the hand-written kernel in every dtype.
-    info_.versions.emplace_back("cudnn_frontend", "absent (fused attention: hand-written kernel)");
-#endif
+    info_.versions.emplace_back("cudnn_frontend", cudnn_frontend_version());
 
     staging_ = std::make_unique<PinnedStaging>(*this, stream_);
 #ifdef MPB_HAVE_CUDNN_FRONTEND
