@@ -7,7 +7,7 @@
 #   experiments/, scripts/*.py, bench/*.py, docs/GPU.md, MANIFEST.md
 # The binaries get RUNPATH $ORIGIN/../lib and the libraries RUNPATH $ORIGIN; copies are
 # stripped. CUDA (cudart 13, cuBLAS/cuBLASLt, cuDNN 9, NVRTC) comes from the target:
-# bin/mpbench-env finds it there.
+# lib/cuda-needed.txt lists the sonames the binaries NEED, and bin/mpbench-env finds them.
 # Usage: scripts/gpu_bundle.sh [--build-dir build] [--out mpbench-gpu-bundle.tar.gz]
 #   Nothing is rebuilt: it fails when a binary is missing, the build has CUDA off, or its
 #   CUDA architectures do not include 80;86;89;90. Needs patchelf (scripts/install_deps.sh),
@@ -84,23 +84,33 @@ root=$stage/mpbench-gpu
 mkdir -p "$root/bin" "$root/lib" "$root/docs" "$root/scripts" "$root/bench"
 
 # glibc's libraries, and CUDA's/NVIDIA's (they come from the target).
-excluded() {
+is_glibc() {
   case $1 in
     linux-vdso.so*|ld-linux*|libc.so*|libm.so*|libmvec.so*|libpthread.so*|libdl.so*|librt.so*|libutil.so*|libresolv.so*|libanl.so*|libnsl.so*|libBrokenLocale.so*) return 0 ;;
+  esac
+  return 1
+}
+is_cuda() {
+  case $1 in
     libcuda.so*|libcudart*|libcublas*|libcudnn*|libnvrtc*|libnvidia-*|libnccl*|libcufft*|libcurand*|libcusparse*|libcusolver*|libnvJitLink*|libnvToolsExt*|libnvtx*|libcupti*|libnvperf*|libnvblas*|libcufile*|libnpp*|libnvjpeg*) return 0 ;;
   esac
   return 1
 }
+excluded() { is_glibc "$1" || is_cuda "$1"; }
 needed_of() { readelf -d "$1" | sed -n 's/.*(NEEDED).*Shared library: \[\(.*\)\]/\1/p'; }
 
-declare -A bundled=()   # soname -> source path
+declare -A bundled=()      # soname -> source path
+declare -A cuda_needed=()  # CUDA/NVIDIA sonames NEEDED by the binaries or the bundled libraries
 queue=("${binaries[@]}")
 while ((${#queue[@]})); do
   obj=${queue[0]}; queue=("${queue[@]:1}")
   resolved=$(ldd "$obj" 2>/dev/null || true)
   while read -r so; do
     [[ -n $so ]] || continue
-    excluded "$so" && continue
+    if excluded "$so"; then
+      is_cuda "$so" && cuda_needed[$so]=1
+      continue
+    fi
     [[ -n ${bundled[$so]:-} ]] && continue
     path=$(awk -v n="$so" '$1 == n && $2 == "=>" {print $3; exit}' <<<"$resolved")
     [[ -n $path && $path != not && -f $path ]] || die "$(basename "$obj") needs $so, which does not resolve on this machine"
@@ -125,6 +135,8 @@ for b in "${binaries[@]}"; do
   patchelf --set-rpath '$ORIGIN/../lib' "$dst"   # replaces the build's RUNPATH (/usr/local/cuda/lib)
 done
 install -m 0755 "$src/scripts/bundle/mpbench-env" "$root/bin/mpbench-env"
+# The CUDA/NVIDIA sonames the target must provide, one per line: bin/mpbench-env checks these.
+printf '%s\n' "${!cuda_needed[@]}" | sed '/^$/d' | sort >"$root/lib/cuda-needed.txt"
 cp -r "$src/experiments" "$root/experiments"
 cp "$src"/scripts/*.py "$root/scripts/"
 cp "$src"/bench/*.py "$root/bench/" 2>/dev/null || true
@@ -163,7 +175,7 @@ describe() {
   echo "- packed: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), from $build"
   echo "- build type: ${build_type:-unset}; compiler: $cxx_version; CUDA compiler: nvcc ${nvcc_version:-?}"
   echo "- CUDA architectures (MPB_CUDA_ARCHITECTURES): $archs; bin/runner holds SASS for sm_${sass// /, sm_} and PTX for $(sed -n 's/^ptx //p' <<<"$fatbin")"
-  echo "- needs on the target: x86-64 Linux with glibc >= $(ldd --version | head -n 1 | awk '{print $NF}') (the build machine's), an NVIDIA driver for CUDA 13 (580+), and CUDA 13's cudart, cuBLAS, cuBLASLt, NVRTC and cuDNN 9 (bin/mpbench-env finds them)"
+  echo "- needs on the target: x86-64 Linux with glibc >= $(ldd --version | head -n 1 | awk '{print $NF}') (the build machine's), an NVIDIA driver for CUDA 13 (580+), and $(paste -sd ' ' "$root/lib/cuda-needed.txt" | sed 's/ /, /g') (lib/cuda-needed.txt; bin/mpbench-env finds them)"
   echo
   echo "## Contents"
   echo
@@ -171,6 +183,7 @@ describe() {
   echo "|---|---|"
   for b in "${binaries[@]}"; do echo "| bin/$(basename "$b") | $(describe "$(basename "$b")") |"; done
   echo "| bin/mpbench-env | finds the CUDA libraries here and sets LD_LIBRARY_PATH (\`bin/mpbench-env -- CMD\`, or \`eval \"\$(bin/mpbench-env)\"\`) |"
+  echo "| lib/cuda-needed.txt | the CUDA/NVIDIA sonames bin/* and lib/* need from the target (bin/mpbench-env reads it) |"
   for so in $(printf '%s\n' "${!bundled[@]}" | sort); do echo "| lib/$so | from ${bundled[$so]} |"; done
   echo "| experiments/ | the experiment files |"
   echo "| scripts/*.py, bench/*.py | report.py, compare.py, ... and the PyTorch references (python3, numpy, pandas, matplotlib; torch) |"

@@ -26,6 +26,8 @@ for f in bin/runner bin/mpb_bench bin/mpbench-env MANIFEST.md docs/GPU.md experi
   [[ -e $b/$f ]] || fail "the bundle lacks $f"
 done
 ls "$b"/bin/test_* >/dev/null 2>&1 || fail "the bundle holds no GPU test binary"
+grep -qx "libcudart.so.13" "$b/lib/cuda-needed.txt" || fail "lib/cuda-needed.txt does not list libcudart.so.13"
+[[ -e $b/bench/torch_bert_model.py ]] || fail "the bundle lacks bench/torch_bert_model.py (torch_bert_gpu.py imports it)"
 
 echo "== RUNPATH"
 runpath=$(readelf -d "$b/bin/runner" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
