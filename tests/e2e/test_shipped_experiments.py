@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 
-from e2e_helpers import RUNNER, SOURCE_DIR
+from e2e_helpers import RUNNER, SOURCE_DIR, report
 
 
 def dry_run(path, *extra):
@@ -44,10 +44,9 @@ def main():
                 fails.append(f"{rel}: --dry-run --assume-gpu h100 exited {code}:\n{out}")
         if f"`{rel}`" not in readme:
             fails.append(f"{rel} is not in README.md's table of experiments")
-    for f in fails:
-        print("FAIL:", f)
+    rc = report(fails)
     print(f"{len(files)} experiment files, {len(fails)} failure(s)")
-    return 1 if fails else 0
+    return rc
 
 
 if __name__ == "__main__":
