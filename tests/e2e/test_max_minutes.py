@@ -10,6 +10,12 @@ same budget then go on one repeat each until the run finishes (exit 0): 4
 slices in all. The final set must equal an uninterrupted run's: the same
 cells and bit-identical per-step losses (the CPU backend is deterministic for
 a seed and thread count).
+
+A budget that stops after every repeat would also pass that, whatever the
+clock said; so the same experiment also runs once with a generous budget
+(--max-minutes 1000): it must finish in that one invocation (exit 0, every
+cell finished with the uninterrupted run's losses, a manifest that is
+"finished" and has no "stopped").
 """
 
 import json
@@ -43,6 +49,20 @@ def main():
         code, err = run(yaml_path, ref_out)
         if code != 0:
             return report([f"the uninterrupted run exited {code}:\n{err}"])
+
+        generous_out = os.path.join(tmp, "generous")
+        code, err = run(yaml_path, generous_out, "--max-minutes", "1000")
+        g = os.path.join(generous_out, "mm")
+        if code != 0:
+            fails.append(f"the run with --max-minutes 1000 exited {code}, expected 0 (one invocation):\n{err}")
+        if losses(g) != losses(os.path.join(ref_out, "mm")):
+            fails.append(f"the run with --max-minutes 1000 left cells {sorted(cells_of(g))} or per-step losses "
+                         "that differ from the uninterrupted run's")
+        manifest_path = os.path.join(g, "manifest.json")
+        manifest = json.load(open(manifest_path)) if os.path.isfile(manifest_path) else {}
+        if not manifest.get("finished") or "stopped" in manifest:
+            fails.append(f"the run with --max-minutes 1000: manifest finished {manifest.get('finished')}, "
+                         f"stopped {manifest.get('stopped')}")
 
         code, err = run(yaml_path, out, "--max-minutes", "0.0001")
         d = os.path.join(out, "mm")
