@@ -26,85 +26,27 @@ beside). A benchmark reports, it does not gate: exit 0; 1 when a side fails.
 
 import argparse
 import contextlib
-import csv
 import math
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_bert_model import Bert, BertShape, mpbench_tokens_per_s  # noqa: E402
 
 PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16")
 
 
-class Shape:
+class Shape(BertShape):
+    """The model's sizes from the command line, and the batch B."""
+
     def __init__(self, a):
-        self.L, self.H, self.A, self.T, self.B = a.layers, a.hidden, a.heads, a.seq, a.batch
-        self.FFN = 4 * a.hidden
-        self.V = (a.vocab + 7) // 8 * 8  # pad_vocab: on (docs/CONFIG.md)
-
-
-def attention(q, k, v, bias):
-    """Fused attention where PyTorch has it (2.x); the composed softmax where
-    it does not (1.13, Debian's CPU build: the smoke test only)."""
-    if hasattr(F, "scaled_dot_product_attention"):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + bias
-    return s.softmax(-1) @ v
-
-
-class Layer(nn.Module):
-    """A post-LN BERT encoder layer (attention + GELU FFN), as models/bert.cpp."""
-
-    def __init__(self, s):
-        super().__init__()
-        self.s = s
-        self.qkv = nn.Linear(s.H, 3 * s.H)
-        self.out = nn.Linear(s.H, s.H)
-        self.ln1 = nn.LayerNorm(s.H, eps=1e-12)
-        self.ff1 = nn.Linear(s.H, s.FFN)
-        self.ff2 = nn.Linear(s.FFN, s.H)
-        self.ln2 = nn.LayerNorm(s.H, eps=1e-12)
-
-    def forward(self, x, bias):
-        s, b = self.s, x.shape[0]
-        q, k, v = self.qkv(x).view(b, s.T, 3, s.A, s.H // s.A).permute(2, 0, 3, 1, 4)
-        ctx = attention(q, k, v, bias.to(q.dtype)).transpose(1, 2).reshape(b, s.T, s.H)
-        x = self.ln1(x + self.out(ctx))
-        return self.ln2(x + self.ff2(F.gelu(self.ff1(x), approximate="tanh")))
-
-
-class Bert(nn.Module):
-    def __init__(self, s):
-        super().__init__()
-        self.s = s
-        self.tok = nn.Embedding(s.V, s.H)
-        self.pos = nn.Embedding(s.T, s.H)
-        self.ln = nn.LayerNorm(s.H, eps=1e-12)
-        self.layers = nn.ModuleList(Layer(s) for _ in range(s.L))
-        self.head = nn.Linear(s.H, s.H)
-        self.head_ln = nn.LayerNorm(s.H, eps=1e-12)
-        self.bias = nn.Parameter(torch.zeros(s.V))
-        for m in self.modules():  # BERT's initialisation, as models/bert.cpp
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, 0.0, 0.02)
-            if isinstance(m, nn.Linear):
-                nn.init.zeros_(m.bias)
-
-    def forward(self, ids, key_valid, positions, labels):
-        s = self.s
-        x = self.ln(self.tok(ids) + self.pos.weight[None])
-        bias = ((1.0 - key_valid.float()) * -1e4)[:, None, None, :]  # the padding mask as an additive bias
-        for layer in self.layers:
-            x = layer(x, bias)
-        h = x.reshape(-1, s.H)[positions]  # the masked positions only (sparse MLM head)
-        h = self.head_ln(F.gelu(self.head(h), approximate="tanh"))
-        logits = h @ self.tok.weight.t() + self.bias  # decoder tied to the embedding
-        return F.cross_entropy(logits.float(), labels)
+        super().__init__(L=a.layers, H=a.hidden, A=a.heads, FFN=4 * a.hidden, T=a.seq,
+                         V=(a.vocab + 7) // 8 * 8)  # pad_vocab: on (docs/CONFIG.md)
+        self.B = a.batch
 
 
 def set_tf32(on):
@@ -117,7 +59,7 @@ def torch_tokens_per_s(s, precision, steps, device):
     step), as tokens/s."""
     torch.manual_seed(0)
     set_tf32(precision == "tf32")
-    model = Bert(s).to(device)
+    model = Bert(s, attention="sdpa").to(device)  # SDPA (composed softmax on torch 1.13), sparse head
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     half = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}.get(precision)
     scaler = torch.cuda.amp.GradScaler(enabled=precision == "amp_fp16" and device == "cuda")
@@ -134,7 +76,7 @@ def torch_tokens_per_s(s, precision, steps, device):
         t0 = time.perf_counter()
         amp = torch.autocast(device, dtype=half) if half is not None else contextlib.nullcontext()
         with amp:
-            loss = model(ids, key_valid, positions, labels)
+            loss = model(ids, key_valid, labels, positions)
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.step(opt)
@@ -153,17 +95,11 @@ def torch_tokens_per_s(s, precision, steps, device):
     return s.B * s.T / times[len(times) // 2]
 
 
-def mpbench_tokens_per_s(runner, seq):
-    """tokens/s per (precision, fusion) cell of experiments/gpu_smoke.yaml."""
-    yaml = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "experiments", "gpu_smoke.yaml")
-    with tempfile.TemporaryDirectory() as out:
-        subprocess.run([runner, yaml, "--out", out, "--quiet", "--device", "cuda"], check=True)
-        with open(os.path.join(out, "gpu_smoke", "summary.csv")) as f:
-            rows = list(csv.DictReader(f))
-    result = {}
-    for row in rows:
-        if row.get("axis.loss_scale", "") in ("none", "dynamic"):  # not the static-scale extra cell
-            result[(row["axis.precision"], row["axis.fusion"])] = float(row["samples_per_s"]) * seq
+def mpbench_gpu_smoke(runner, seq):
+    """tokens/s per (precision, fusion) cell of experiments/gpu_smoke.yaml
+    (not its static-loss-scale extra cell)."""
+    result, _ = mpbench_tokens_per_s(runner, "gpu_smoke", "cuda", seq,
+                                     keep=lambda row: row.get("axis.loss_scale", "") in ("none", "dynamic"))
     return result
 
 
@@ -209,7 +145,7 @@ def main():
         for p in precisions:
             best[("torch", p)] = max(best.get(("torch", p), 0.0), torch_tokens_per_s(s, p, a.steps, a.device))
         if not a.torch_only:
-            for (p, fusion), v in mpbench_tokens_per_s(a.runner, s.T).items():
+            for (p, fusion), v in mpbench_gpu_smoke(a.runner, s.T).items():
                 best[(f"mpbench fusion={fusion}", p)] = max(best.get((f"mpbench fusion={fusion}", p), 0.0), v)
     for (side, p), v in sorted(best.items()):
         print(f"{side:20s} {p:9s} {v:10.0f} tokens/s")

@@ -20,84 +20,28 @@ ONEDNN_MAX_CPU_ISA=AVX2) it is not measured.
 """
 
 import argparse
-import csv
-import json
-import math
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_bert_model import Bert, BertShape, mpbench_tokens_per_s  # noqa: E402
 
 L, H, A, FFN, T, BATCH, VOCAB = 4, 256, 4, 1024, 128, 16, 8192
-
-
-def ln(module, x):
-    """LayerNorm in its parameters' dtype: torch 1.13's CPU autocast refuses a
-    bf16 input with fp32 LayerNorm weights, so the bf16 run keeps its
-    LayerNorms in bf16 (the fastest choice for PyTorch: conservative for the
-    ratio)."""
-    return module(x.to(module.weight.dtype))
-
-
-class Layer(nn.Module):
-    """A post-LN BERT encoder layer (attention + GELU FFN), as models/bert.cpp."""
-
-    def __init__(self):
-        super().__init__()
-        self.qkv = nn.Linear(H, 3 * H)
-        self.out = nn.Linear(H, H)
-        self.ln1 = nn.LayerNorm(H, eps=1e-12)
-        self.ff1 = nn.Linear(H, FFN)
-        self.ff2 = nn.Linear(FFN, H)
-        self.ln2 = nn.LayerNorm(H, eps=1e-12)
-
-    def forward(self, x, mask):
-        b = x.shape[0]
-        q, k, v = self.qkv(x).view(b, T, 3, A, H // A).permute(2, 0, 3, 1, 4)
-        s = q @ k.transpose(-1, -2) / math.sqrt(H // A) + mask
-        ctx = (s.softmax(-1) @ v).transpose(1, 2).reshape(b, T, H)
-        x = ln(self.ln1, x + self.out(ctx))
-        return ln(self.ln2, x + self.ff2(F.gelu(self.ff1(x), approximate="tanh")))
-
-
-class BertMini(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.tok = nn.Embedding(VOCAB, H)
-        self.pos = nn.Embedding(T, H)
-        self.ln = nn.LayerNorm(H, eps=1e-12)
-        self.layers = nn.ModuleList(Layer() for _ in range(L))
-        self.head = nn.Linear(H, H)
-        self.head_ln = nn.LayerNorm(H, eps=1e-12)
-        self.bias = nn.Parameter(torch.zeros(VOCAB))
-        # BERT's initialisation (as models/bert.cpp): N(0, 0.02) weights and
-        # embeddings, zero biases. PyTorch's defaults (N(0, 1) embeddings)
-        # would saturate the tied decoder's softmax and fill the backward
-        # pass with denormals, which makes the CPU crawl.
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, 0.0, 0.02)
-            if isinstance(m, nn.Linear):
-                nn.init.zeros_(m.bias)
-
-    def forward(self, ids, mask, labels):
-        x = ln(self.ln, self.tok(ids) + self.pos.weight[None])
-        add = (1.0 - mask[:, None, None, :].float()) * -1e4
-        for layer in self.layers:
-            x = layer(x, add)
-        h = ln(self.head_ln, F.gelu(self.head(x), approximate="tanh"))
-        logits = h @ self.tok.weight.t() + self.bias  # decoder tied to the embedding
-        return F.cross_entropy(logits.float().view(-1, VOCAB), labels.view(-1), ignore_index=-1)
+SHAPE = BertShape(L=L, H=H, A=A, FFN=FFN, T=T, V=VOCAB)
 
 
 def torch_tokens_per_s(bf16, steps):
     torch.manual_seed(0)
-    model = BertMini()
+    # The explicit softmax attention, dense labels; each LayerNorm's input in
+    # its weights' dtype: torch 1.13's CPU autocast refuses a bf16 input with
+    # fp32 LayerNorm weights, so the bf16 run keeps its LayerNorms in bf16 (the
+    # fastest choice for PyTorch: conservative for the ratio).
+    model = Bert(SHAPE, attention="explicit", ln_in_weight_dtype=True)
     if bf16:
         for m in model.modules():
             if isinstance(m, nn.LayerNorm):
@@ -144,24 +88,11 @@ def torch_bf16_matmul():
     return None, False
 
 
-def mpbench_tokens_per_s(runner, steps):
-    """tokens/s per (precision, fusion) cell, and the runner's bf16 GEMM
-    support as the cells record it (native or emulated)."""
-    yaml = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "experiments", "bert_speed.yaml")
-    with tempfile.TemporaryDirectory() as out:
-        subprocess.run([runner, yaml, "--out", out, "--quiet", "--device", "cpu"], check=True)
-        with open(os.path.join(out, "bert_speed", "summary.csv")) as f:
-            rows = list(csv.DictReader(f))
-        cells = os.path.join(out, "bert_speed", "cells")
-        bf16_gemm = "?"
-        for name in sorted(os.listdir(cells)):
-            if "amp_bf16" in name:
-                with open(os.path.join(cells, name)) as f:
-                    bf16_gemm = json.load(f)["device"]["emulated"]["gemm"]
-                break
-    result = {}
-    for row in rows:
-        result[(row["axis.precision"], row["axis.fusion"])] = float(row["samples_per_s"]) * T
+def mpbench_bert_speed(runner):
+    """tokens/s per (precision, fusion) cell of experiments/bert_speed.yaml, and
+    the runner's bf16 GEMM support as the cells record it (native or emulated)."""
+    result, cells = mpbench_tokens_per_s(runner, "bert_speed", "cpu", T)
+    bf16_gemm = next((c["device"]["emulated"]["gemm"] for name, c in cells.items() if "amp_bf16" in name), "?")
     return result, bf16_gemm
 
 
@@ -177,7 +108,7 @@ def main():
     for _ in range(args.rounds):
         for name, value in [("torch fp32", torch_tokens_per_s(False, args.steps))]:
             best[name] = max(best.get(name, 0.0), value)
-        cells, mpb_bf16 = mpbench_tokens_per_s(args.runner, args.steps)
+        cells, mpb_bf16 = mpbench_bert_speed(args.runner)
         for (precision, fusion), value in cells.items():
             key = f"mpbench {precision} fusion={fusion}"
             best[key] = max(best.get(key, 0.0), value)

@@ -14,10 +14,9 @@ import subprocess
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_DIR = os.environ.get("MPB_SOURCE_DIR") or os.path.normpath(os.path.join(HERE, "..", ".."))
+from script_test_helpers import PYTHON, SOURCE_DIR
+
 SCRIPT = os.path.join(SOURCE_DIR, "bench", "torch_bert_gpu.py")
-PYTHON = sys.executable or "/usr/bin/python3"
 TOY = ["--layers", "1", "--hidden", "64", "--heads", "2", "--batch", "2", "--seq", "16", "--vocab", "100",
        "--steps", "3", "--rounds", "1"]
 
