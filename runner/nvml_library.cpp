@@ -66,6 +66,7 @@ std::unique_ptr<NvmlLibrary> NvmlLibrary::open(const std::string& pci_bus_id, st
   load(l, api->memory, {"nvmlDeviceGetMemoryInfo"});
   // NVML 13 renamed "throttle" reasons to "event" reasons; older drivers have the old name only.
   load(l, api->reasons, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
+  load(l, api->total_energy, {"nvmlDeviceGetTotalEnergyConsumption"});
   load(l, api->uuid, {"nvmlDeviceGetUUID"});
   load(l, api->vbios, {"nvmlDeviceGetVbiosVersion"});
   load(l, api->ecc_mode, {"nvmlDeviceGetEccMode"});

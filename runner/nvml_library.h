@@ -5,8 +5,9 @@
 // int returns (0 = NVML_SUCCESS), an opaque device handle, unsigned outputs.
 // Every entry point but init/shutdown/handle is optional: a driver that lacks
 // one gives nullptr, and its readings are "not available", never a failure.
-// Users: runner/gpu_telemetry.cpp (samples during a repeat) and
-// runner/gpu_environment.cpp (the GPU's fixed facts, clock locking).
+// Users: runner/gpu_telemetry.cpp (samples during a repeat),
+// runner/gpu_environment.cpp (the GPU's fixed facts, clock locking) and
+// runner/energy_meter.cpp (the total-energy counter).
 #pragma once
 
 #include <memory>
@@ -36,6 +37,7 @@ struct NvmlLibrary {
   int (*power_limit)(Device, unsigned*) = nullptr;       // milliwatts
   int (*memory)(Device, Memory*) = nullptr;
   int (*reasons)(Device, unsigned long long*) = nullptr;
+  int (*total_energy)(Device, unsigned long long*) = nullptr;  // millijoules since the driver loaded (energy_meter)
   // Fixed facts (gpu_environment)
   int (*uuid)(Device, char*, unsigned) = nullptr;
   int (*vbios)(Device, char*, unsigned) = nullptr;

@@ -71,8 +71,8 @@ nlohmann::json numerics_json(const RunRecord& rec, int every, int warmup) {
   return {{"sample_every", every}, {"cost_fraction", numerics_cost_fraction(rec, warmup)}, {"samples", samples}};
 }
 
-// The measured window: from the repeat's measured_from_step (runner/steady_state.h),
-// or the configured warm-up in files written before it existed.
+}  // namespace
+
 std::vector<double> repeat_timed_steps(const nlohmann::json& rep, int warmup) {
   const auto step_ms = rep.at("step_time_ms").get<std::vector<double>>();
   const auto probed = rep.at("probed").get<std::vector<int>>();
@@ -84,6 +84,8 @@ std::vector<double> repeat_timed_steps(const nlohmann::json& rep, int warmup) {
   if (mine.empty()) mine.assign(step_ms.begin() + long(first), step_ms.end());  // every step probed: time them all
   return mine;
 }
+
+namespace {
 
 // Noise in one cell's steps (docs/RESULTS.md): measured, never used to drop data.
 constexpr double kNoisyRobustCv = 0.10;    // the bulk of the steps varies by more than 10%
@@ -253,6 +255,19 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
       if (std::find(reasons.begin(), reasons.end(), name) == reasons.end()) reasons.push_back(name);
   }
   s["throttled"] = throttled;  // null: no telemetry (CPU, or no NVML)
+  // Energy (runner/energy_meter.h): the median over the repeats that have it.
+  std::vector<double> j_per_step;
+  std::string energy_source;
+  for (const auto& rep : repeats) {
+    const nlohmann::json& e = rep.value("energy", nlohmann::json());
+    if (!e.is_object() || !e.at("j_per_step").is_number()) continue;
+    j_per_step.push_back(e.at("j_per_step").get<double>());
+    energy_source = e.at("source").get<std::string>();
+  }
+  s["energy_j_per_step"] = j_per_step.empty() ? nlohmann::json(nullptr) : nlohmann::json(median(j_per_step));
+  s["samples_per_joule"] =
+      j_per_step.empty() ? nlohmann::json(nullptr) : nlohmann::json(double(cfg.batch_size) / median(j_per_step));
+  s["energy_source"] = j_per_step.empty() ? nlohmann::json(nullptr) : nlohmann::json(energy_source);
   s["throttle_reasons"] = reasons;
   for (auto& [k, v] : peak.items()) v = static_cast<size_t>(v.get<double>());
   s["peak_memory_bytes"] = peak;

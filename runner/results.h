@@ -40,6 +40,9 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
 // The timing samples of each repeat: post-warm-up steps that did not also
 // sample numerics (all post-warm-up steps when every one was probed).
 std::vector<std::vector<double>> timed_steps(const nlohmann::json& cell);
+// One repeat's: from its measured_from_step (runner/steady_state.h), or the
+// configured warm-up in files written before it existed.
+std::vector<double> repeat_timed_steps(const nlohmann::json& rep, int warmup);
 
 // Sets summary.speedup, speedup_interval and speedup_verdict of `cell` against
 // `baseline` (the baseline's finished JSON; nullptr when there is none, or it

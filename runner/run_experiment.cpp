@@ -18,6 +18,7 @@
 #include "runner/cost_estimate.h"
 #include "runner/device_factory.h"
 #include "runner/gpu_environment.h"
+#include "runner/energy_meter.h"
 #include "runner/gpu_telemetry.h"
 #include "runner/hung_cell.h"
 #include "runner/machine_load.h"
@@ -27,6 +28,7 @@
 #include "runner/memory_triple.h"
 #include "runner/result_dir.h"
 #include "runner/results.h"
+#include "runner/stats.h"
 #include "runner/terminal_table.h"
 #include "train/cell_factory.h"
 #include "train/trainer.h"
@@ -194,6 +196,14 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     telemetry = GpuTelemetry::open(info.pci_bus_id, &telemetry_why);
     if (!telemetry) std::fprintf(stderr, "runner: warning: no GPU telemetry: %s\n", telemetry_why.c_str());
   }
+  // Energy per step (runner/energy_meter.h): NVML's counter on a GPU, RAPL on the CPU.
+  std::string energy_why;
+  std::unique_ptr<EnergyMeter> energy;
+  if (info.kind == "cuda")
+    energy = telemetry ? open_nvml_energy_meter(telemetry->nvml(), &energy_why) : nullptr;
+  else
+    energy = open_rapl_meter("/sys/class/powercap", &energy_why);
+  if (info.kind == "cuda" && !telemetry) energy_why = "no NVML: " + telemetry_why;
   // --lock-clocks: held from here (before the ceilings) to the end of the run.
   std::unique_ptr<GpuClockLock> clock_lock;
   if (opt.lock_clocks) {
@@ -435,9 +445,22 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         std::string rss_caveat;  // the CPU's process_peak_bytes: this repeat's own peak when the reset works
         if (info.kind == "cpu") reset_resident_peak(&rss_caveat);
         if (telemetry) telemetry->begin();
+        // The energy window: from after the last warm-up step (or the first
+        // step: train()'s own warm-up pass comes before it) to after the last.
+        EnergyWindow window;
+        window.first_step = std::max(1, cfg.warmup_steps);
+        window.last_step = cfg.steps;
+        std::string repeat_energy_why = energy ? "" : energy_why;
+        const auto read_energy = [&](double* joules, double* seconds) {
+          if (!energy || !repeat_energy_why.empty()) return;
+          const std::optional<double> j = energy->joules(&repeat_energy_why);
+          if (j) *joules = *j, *seconds = since_start();
+        };
         RunRecord rec = train(*dev, *model, *data, cfg, [&](int step, const RunRecord& rr) {
           if (g_interrupted) throw Interrupted{};
           watchdog.progress(step);
+          if (step == window.first_step) read_energy(&window.joules_begin, &window.seconds_begin);
+          if (step == window.last_step) read_energy(&window.joules_end, &window.seconds_end);
           if (plant_hang && step == std::min(3, cfg.steps))
             for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // deaf to Ctrl-C, as a real hang is
           steps_done += 1;
@@ -453,6 +476,15 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         rep["gpu_telemetry"] = telemetry ? telemetry->end() : nlohmann::json(nullptr);
         if (!telemetry) rep["gpu_telemetry_why"] = telemetry_why;
         rep["memory"] = repeat_memory_json(*dev, rec.memory, rep["gpu_telemetry"], telemetry_why, rss_caveat);
+        if (window.last_step <= window.first_step && repeat_energy_why.empty())
+          repeat_energy_why = "no step after the warm-up to measure energy over";
+        if (repeat_energy_why.empty()) {
+          rep["energy"] = energy_json(energy->source(), window, median(repeat_timed_steps(rep, cfg.warmup_steps)),
+                                      cfg.batch_size);
+        } else {
+          rep["energy"] = nullptr;
+          rep["energy_why"] = repeat_energy_why;
+        }
         rep["order"] = run_order_name(plan.order);
         rep["round"] = int(ri);  // manifest order.rounds[round][position] is this repeat
         rep["position"] = int(pos);

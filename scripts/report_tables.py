@@ -20,6 +20,8 @@ STEP_CV_COLUMN = "step CV"       # after p90, when the runner measured step-time
 # After "peak memory" (the allocator's peak), the other two figures of the
 # memory triple (docs/RESULTS.md), each when some cell recorded it.
 MEMORY_TRIPLE_COLUMNS = (("process peak", "process_peak_bytes"), ("device used peak", "device_used_peak_bytes"))
+# After "% of ceiling", when some cell measured energy (NVML's counter on a GPU, RAPL on a CPU).
+ENERGY_COLUMN = "samples/J"
 
 
 def speedup_text(rs, cell):
@@ -60,10 +62,16 @@ def memory_triple_columns(rs):
             if any(mr.finite(c.memory_figure(key)) for c in rs.cells)]
 
 
+def has_energy(rs):
+    return any(mr.finite(c.summary_value("samples_per_joule")) for c in rs.cells)
+
+
 def summary_columns(rs):
     columns = list(SUMMARY_COLUMNS)
     if has_step_noise(rs):
         columns.insert(columns.index("p90") + 1, STEP_CV_COLUMN)
+    if has_energy(rs):
+        columns.insert(columns.index("% of ceiling") + 1, ENERGY_COLUMN)
     at = columns.index("peak memory") + 1
     columns[at:at] = [title for title, _ in memory_triple_columns(rs)]
     return columns
@@ -71,7 +79,7 @@ def summary_columns(rs):
 
 def summary_rows(rs):
     """One list of display strings per cell, in summary_columns(rs) order."""
-    rows, keys, with_cv = [], cell_keys(rs), has_step_noise(rs)
+    rows, keys, with_cv, with_energy = [], cell_keys(rs), has_step_noise(rs), has_energy(rs)
     triple = memory_triple_columns(rs)
     for c in display_order(rs):
         name = (c.cell_id + (" (baseline)" if c.is_baseline else "") + (" (emulated)" if c.emulated_ops() else "")
@@ -89,6 +97,7 @@ def summary_rows(rs):
         ] + ([percent(noise.cv if noise else math.nan)] if with_cv else []) + [
             mr.format_number(c.summary_value("gflops")),
             percent(c.summary_value("ceiling_fraction")),
+        ] + ([mr.format_number(c.summary_value("samples_per_joule"))] if with_energy else []) + [
             mr.format_bytes(c.memory("total")),
         ] + [mr.format_bytes(c.memory_figure(key)) if mr.finite(c.memory_figure(key)) else "—"
              for _, key in triple] + [

@@ -35,6 +35,13 @@ int nvmlDeviceGetClockInfo(void* d, int type, unsigned* mhz) {
 int nvmlDeviceGetTemperature(void* d, int sensor, unsigned* c) { (void)d; (void)sensor; *c = 60 + n % 5; return 0; }
 int nvmlDeviceGetPowerUsage(void* d, unsigned* mw) { (void)d; *mw = 500000; ++n; return 0; }
 int nvmlDeviceGetEnforcedPowerLimit(void* d, unsigned* mw) { (void)d; *mw = 700000; return 0; }
+/* The total-energy counter: 123456 mJ at the first read, then 2.5 J more per read. */
+static unsigned long long energy_reads = 0;
+int nvmlDeviceGetTotalEnergyConsumption(void* d, unsigned long long* mj) {
+  (void)d;
+  *mj = 123456ull + 2500ull * energy_reads++;
+  return 0;
+}
 int nvmlDeviceGetMemoryInfo(void* d, Memory* m) {
   (void)d;
   m->total = 80ull << 30;

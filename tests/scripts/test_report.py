@@ -503,6 +503,20 @@ class ReportNewFields(TempDirTest):
         rows = md_table_after(self.run_report(cpu)[1], "## Cells")
         self.assertNotEqual(rows[0]["process peak"], rows[0]["peak memory"])   # the RSS counts the libraries too
 
+    def test_energy_column(self):
+        """samples/J beside the ceiling where some cell measured energy (runner/energy_meter.h), else no column."""
+        results = self.make_set("energy", machine="h100", numerics=False, include=[])
+        _, md = self.run_report(results)
+        self.assertNotIn("samples/J", md_table_after(md, "## Cells")[0])
+        measured = all_cell_ids(results)[0]
+        edit_cell(results, measured, lambda c: c["summary"].update(
+            {"energy_j_per_step": 0.5, "samples_per_joule": 64.0, "energy_source": "nvml_total_energy"}))
+        page, md = self.run_report(results)
+        for table in (md_table_after(md, "## Cells"), html_table_after(page, "<h2>Cells</h2>")):
+            by_cell = {r["cell"].split(" (")[0]: r["samples/J"] for r in table}
+            self.assertEqual(by_cell[measured], "64.0", table)
+            self.assertTrue(all(v == "—" for k, v in by_cell.items() if k != measured), table)
+
     def test_quiet_run(self):
         _, md = self.run_report(self.make_set("quiet", numerics=False, include=[]))
         self.assertIn("The machine was quiet in all 5 round(s).", md)
