@@ -66,6 +66,20 @@ class DeviceTimer {
   virtual double elapsed_ms() = 0;  // waits for stop() to complete
 };
 
+class Device;
+// A profiler range for one scope (Device::range_push / range_pop).
+class DeviceRange {
+ public:
+  DeviceRange(Device& dev, const char* name);
+  DeviceRange(Device& dev, const std::string& name) : DeviceRange(dev, name.c_str()) {}
+  ~DeviceRange();
+  DeviceRange(const DeviceRange&) = delete;
+  DeviceRange& operator=(const DeviceRange&) = delete;
+
+ private:
+  Device& dev_;
+};
+
 enum class GradMode { Overwrite, Accumulate };
 enum class Activation { Relu, Gelu };  // Gelu: tanh approximation everywhere (matches cuBLASLt's epilogue)
 
@@ -264,6 +278,12 @@ class Device {
   // --- timing ---------------------------------------------------------------
   virtual void synchronize() = 0;
   virtual std::unique_ptr<DeviceTimer> make_timer() = 0;
+  // Named ranges for a profiler's timeline (NVTX on CUDA, so nsys and ncu
+  // show "encoder.layer.3 forward"; nothing on the CPU): pushed and popped in
+  // LIFO order on the host thread; asynchronous, never a sync. `name` must
+  // live until the push returns. Use DeviceRange, which pops on every exit.
+  virtual void range_push(const char* name) { (void)name; }
+  virtual void range_pop() {}
 
   // --- GEMM -----------------------------------------------------------------
   // Rules (GemmArgs, Epilogue): m, n, k > 0 and batch >= 1.
@@ -518,5 +538,8 @@ class DeviceError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+inline DeviceRange::DeviceRange(Device& dev, const char* name) : dev_(dev) { dev_.range_push(name); }
+inline DeviceRange::~DeviceRange() { dev_.range_pop(); }
 
 }  // namespace mpb

@@ -300,11 +300,27 @@ class Bert final : public StoredParamsModel {
     return out;
   }
 
+  // Profiler range names (Device::range_push): "encoder.layer.3 forward",
+  // "... backward", "... recompute" (checkpointing's second forward), one
+  // per layer, made once.
+  static std::vector<std::string> layer_ranges(int64_t layers, const char* what) {
+    std::vector<std::string> names;
+    for (int64_t i = 0; i < layers; ++i) names.push_back("encoder.layer." + std::to_string(i) + " " + what);
+    return names;
+  }
+
   // --- forward ------------------------------------------------------------------------
   Tensor forward(const Tensor& x, const Tensor& y, int64_t b) {
     probing_ = true;
-    embeddings_forward(x, b);
-    for (int l = 0; l < L_; ++l) layer_forward(l, b);
+    {
+      const DeviceRange range(dev_, "embeddings forward");
+      embeddings_forward(x, b);
+    }
+    for (int l = 0; l < L_; ++l) {
+      const DeviceRange range(dev_, forward_ranges_[static_cast<size_t>(l)]);
+      layer_forward(l, b);
+    }
+    const DeviceRange range(dev_, "cls head forward");
     last_logits_ = head_forward(y, b);
     probing_ = false;
     return last_logits_;
@@ -425,18 +441,26 @@ class Bert final : public StoredParamsModel {
   void backward(const Tensor& x, int64_t b, GradMode mode) {
     Tensor G = nc(acts_.g, b), S = nc(acts_.s, b);
     probing_ = true;
-    head_backward(b, mode, G, S);  // G: gradient wrt the encoder output
+    {
+      const DeviceRange range(dev_, "cls head backward");
+      head_backward(b, mode, G, S);  // G: gradient wrt the encoder output
+    }
     for (int l = L_ - 1; l >= 0; --l) {
       // Entering a segment from its end: recompute its forward (the last
       // segment's activations are still in the sets from the forward pass).
       // The probes saw these activations in the forward pass already.
       if (const int from = acts_.recompute_from(l); from >= 0) {
         probing_ = false;
-        for (int r = from; r <= l; ++r) layer_forward(r, b);
+        for (int r = from; r <= l; ++r) {
+          const DeviceRange range(dev_, recompute_ranges_[static_cast<size_t>(r)]);
+          layer_forward(r, b);
+        }
         probing_ = true;
       }
+      const DeviceRange range(dev_, backward_ranges_[static_cast<size_t>(l)]);
       layer_backward(l, b, mode, G, S);
     }
+    const DeviceRange range(dev_, "embeddings backward");
     embeddings_backward(x, b, mode, G, S);
     probing_ = false;
   }
@@ -567,6 +591,8 @@ class Bert final : public StoredParamsModel {
   int64_t B_;
   uint64_t seed_;
   int64_t L_, C_, H_, D_, F_, V_, T_;
+  std::vector<std::string> forward_ranges_ = layer_ranges(L_, "forward"), backward_ranges_ = layer_ranges(L_, "backward"),
+                           recompute_ranges_ = layer_ranges(L_, "recompute");
   int seg_;
   bool pre_ln_, ckpt_, attn_fused_;
   float eps_, mask_value_, scale_;

@@ -18,6 +18,7 @@ struct Layer {
   ParamRef w, b;       // [out,in], [out]
   DeviceBuffer pre;    // [B,out] pre-activation (hidden) or logits (last)
   DeviceBuffer act;    // [B,out] activation output (hidden only)
+  std::string forward_range, backward_range;  // profiler ranges: "layers.0 forward"
 };
 
 class Mlp final : public StoredParamsModel {
@@ -33,6 +34,8 @@ class Mlp final : public StoredParamsModel {
       L.hidden = l < cfg.hidden_layers;
       L.out = L.hidden ? cfg.width : cfg.classes;
       const std::string name = "layers." + std::to_string(l);
+      L.forward_range = name + " forward";
+      L.backward_range = name + " backward";
       store_.add(name + ".weight", Shape{L.out, L.in}, ParamRole::Weight);
       store_.add(name + ".bias", Shape{L.out}, ParamRole::Bias);
       layers_.push_back(std::move(L));
@@ -118,6 +121,7 @@ class Mlp final : public StoredParamsModel {
     x_ = x;
     Tensor in = x;
     for (Layer& L : layers_) {
+      const DeviceRange range(dev_, L.forward_range);
       Tensor pre = L.pre.tensor().row_slice(0, b);
       if (!L.hidden) {
         lin_.forward(pre, in, L.w, L.b);  // logits
@@ -140,6 +144,7 @@ class Mlp final : public StoredParamsModel {
     bool db_done = false;  // this layer's db already written by the layer above's fused GEMM
     for (size_t li = layers_.size(); li-- > 0;) {
       Layer& L = layers_[li];
+      const DeviceRange range(dev_, L.backward_range);
       const Tensor in = li == 0 ? x_ : layers_[li - 1].act.tensor().row_slice(0, b);
       lin_.weight_grad(L.w, db_done ? ParamRef{} : L.b, dy, in, mode);
       if (li == 0) break;  // no gradient wrt the input data

@@ -120,6 +120,7 @@ void Trainer::step(int step) {
     // Each micro-batch's summed loss is divided by the full batch's label
     // count, so N micro-batches of B/N equal one batch of B; the loss scale
     // (and loss_weight) multiply it.
+    const DeviceRange range(dev_, "micro-batch forward+backward");
     loss_sum += model_.train_micro(model_.input().row_slice(0, micro), y_.tensor().flat_slice(0, micro * per),
                                    float(S * cfg_.loss_weight / label_count),
                                    mb == 0 ? GradMode::Overwrite : GradMode::Accumulate);
@@ -132,6 +133,7 @@ void Trainer::step(int step) {
   if (probe_step) add_stats(dev_, model_.grads(), sample.weight_grads, true);
 
   // Once per optimizer step: unscale, finite check, norm, clip, step or skip.
+  const DeviceRange range(dev_, "gradient statistics + optimizer step");
   const TensorStats st = dev_.stats(model_.grads());
   const bool finite = st.nonfinite == 0 && std::isfinite(st.sum_squares);
   const double norm = finite ? std::sqrt(st.sum_squares) / S : NAN;  // of the (weighted) loss's gradient

@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include <nvtx3/nvToolsExt.h>
+
 #include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
@@ -119,6 +121,11 @@ class CudaTimer final : public DeviceTimer {
 }  // namespace
 
 std::optional<std::string> cuda_unavailable_reason() { return unavailable(0); }
+
+namespace cuda {
+void CudaDevice::range_push(const char* name) { nvtxRangePushA(name); }
+void CudaDevice::range_pop() { nvtxRangePop(); }
+}  // namespace cuda
 
 std::unique_ptr<Device> make_cuda_device(int ordinal) {
   if (auto reason = unavailable(ordinal)) throw DeviceError(*reason);

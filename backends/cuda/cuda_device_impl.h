@@ -72,6 +72,8 @@ class CudaDevice final : public Device {
 
   void synchronize() override;
   std::unique_ptr<DeviceTimer> make_timer() override;
+  void range_push(const char* name) override;  // NVTX (header-only nvtx3; a no-op without a profiler)
+  void range_pop() override;
   std::string gemm_support(GemmCompute c) const override;
   std::string gemm_math(GemmCompute c) const override;
   std::string fp8_gemm_support() const override;  // by compute capability
