@@ -3,7 +3,8 @@
 
 Per cell: its speed-up over each machine's own fp32 cell (what each technique
 buys on that machine) and its throughput relative to the first machine, with
-the sample counts behind each number.
+the sample counts behind each number; and samples per joule on each machine
+where its runner could read an energy counter (NVML, RAPL).
 """
 
 import math
@@ -50,6 +51,8 @@ def generation_rows(sets):
         cells = [rs.by_id.get(cid) for rs in sets]
         rows.append({"cell_id": cid, "speedup_vs_own_fp32": speedups, "throughput_vs_first": ratios,
                      "samples_per_s": [throughput(c) for c in cells],
+                     "samples_per_joule": [c.summary_value("samples_per_joule") if c is not None else math.nan
+                                           for c in cells],
                      "repeats": [len(c.repeats) if c is not None else 0 for c in cells],
                      "step_blocks": [int(block_medians(c.timed_steps()).size) if c is not None else 0
                                      for c in cells]})
@@ -76,10 +79,16 @@ def generation_table_text(gen):
     if len(machines) > 1:
         header += machines[1:]
         groups.append((len(machines) + 1, f"samples/s ÷ {machines[0]} ->"))
+    energy = any(mr.finite(v) for row in gen["rows"] for v in row.get("samples_per_joule", []))
+    if energy:
+        groups.append((len(header), "samples/J ->"))
+        header += machines
     rows = []
     for row in gen["rows"]:
         rows.append([row["cell_id"]] + [x_text(v) for v in row["speedup_vs_own_fp32"]] +
-                    [x_text(v) for v in row["throughput_vs_first"][1:]])
+                    [x_text(v) for v in row["throughput_vs_first"][1:]] +
+                    ([mr.format_number(v) if mr.finite(v) else "—" for v in row["samples_per_joule"]]
+                     if energy else []))
     return format_table([header], rows, groups=groups)
 
 

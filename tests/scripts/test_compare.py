@@ -229,6 +229,23 @@ class CompareMachines(TempDirTest):
         self.assertAlmostEqual(fp32["throughput_vs_first"][0], 1.0)
         bf16 = rows["precision=amp_bf16,fusion=off"]["speedup_vs_own_fp32"]
         self.assertAlmostEqual(bf16[2], 5.6, delta=0.3)   # the h100 profile's bf16 factor
+        self.assertNotIn("samples/J", proc.stdout)         # no set measured energy
+
+    def test_generations_samples_per_joule(self):
+        """samples/J per machine where its cells measured energy (runner/energy_meter.h), "—" where not."""
+        dirs = [self.make_set(m, machine=m) for m in ("a100", "h100")]
+        cid = "precision=fp32,fusion=off"
+        edit_cell(dirs[1], cid, lambda c: c["summary"].update({"samples_per_joule": 12.5}))
+        out = os.path.join(self.tmp, "g.json")
+        proc = run_script("compare.py", "--generations", *dirs, "--json", out)
+        self.assertExit(proc, 0)
+        self.assertIn("samples/J ->", proc.stdout)
+        line = next(line for line in proc.stdout.splitlines() if line.startswith(cid + " "))
+        self.assertTrue(line.rstrip().endswith("12.5"), line)
+        self.assertIn("—", line)
+        with open(out) as f:
+            rows = {r["cell_id"]: r for r in json.load(f)["generations"]["rows"]}
+        self.assertEqual(rows[cid]["samples_per_joule"][1], 12.5)
 
 
 class CompareErrors(TempDirTest):
