@@ -85,6 +85,7 @@ std::vector<DoctorCheck> run_doctor_checks(const DoctorOptions& opt) {
   } catch (const std::exception& e) {
     add(failed_check("gemm", e));
   }
+  run("energy", [&] { return doctor::check_energy(*dev); });
   run("selftest", [&] { return doctor::check_selftest(*dev, opt.selftest_seconds); });
   return checks;
 }

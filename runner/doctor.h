@@ -2,8 +2,9 @@
 // machine's measurements can be trusted, before hours of training go into
 // them: the GPU, driver and libraries; the CPU's frequency governor and
 // clock; other busy processes; free memory and disk; environment variables
-// that silently change GEMM math; the GEMM ceiling of every compute mode; and
-// a ten-second subset of the op checks on the device runs will use.
+// that silently change GEMM math; the GEMM ceiling of every compute mode;
+// whether an energy counter can be read; and a ten-second subset of the op
+// checks on the device runs will use.
 //
 // One line per check: ok / warn / FAIL, what was found, and what it means for
 // measurements. FAIL is a blocker (the requested device is unusable, an op

@@ -44,5 +44,7 @@ std::vector<DoctorCheck> check_gemm_ceilings(Device& dev, int n, int reps);
 // Op-check cases (opcheck/) on `dev` until `seconds` are spent (at least one
 // case; GEMM cases first, then one case per op before the second of any).
 DoctorCheck check_selftest(Device& dev, double seconds);
+// Whether cells on `dev` will record energy per step (runner/energy_meter.h).
+DoctorCheck check_energy(const Device& dev);
 
 }  // namespace mpb::doctor

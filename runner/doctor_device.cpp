@@ -11,6 +11,7 @@
 #include "runner/ceiling.h"
 #include "runner/device_factory.h"
 #include "runner/doctor_checks.h"
+#include "runner/energy_meter.h"
 #include "runner/manifest.h"
 #include "runner/terminal_table.h"
 #ifdef MPB_HAVE_CUDA
@@ -232,6 +233,26 @@ std::vector<DoctorCheck> check_gemm_ceilings(Device& dev, int n, int reps) {
     out.push_back(c);
   }
   return out;
+}
+
+DoctorCheck check_energy(const Device& dev) {
+  DoctorCheck c;
+  c.name = "energy";
+  const DeviceInfo& info = dev.info();
+  std::string nvml_why, why;
+  std::unique_ptr<NvmlLibrary> nvml = info.kind == "cuda" ? NvmlLibrary::open(info.pci_bus_id, &nvml_why) : nullptr;
+  std::unique_ptr<EnergyMeter> meter = open_energy_meter(info.kind, nvml.get(), nvml_why, &why);
+  const std::optional<double> joules = meter ? meter->joules(&why) : std::nullopt;
+  if (!joules) {
+    c.status = CheckStatus::Warn;
+    c.finding = "no energy counter: " + why;
+    c.meaning = "cells record energy null with this reason: no samples/J in the report or the generation table";
+    c.data = {{"source", nullptr}, {"why", why}};
+    return c;
+  }
+  c.finding = meter->source() + fmt(" readable (%.1f J since it started counting)", *joules);
+  c.data = {{"source", meter->source()}, {"joules", *joules}};
+  return c;
 }
 
 DoctorCheck check_selftest(Device& dev, double seconds) {

@@ -135,6 +135,16 @@ std::unique_ptr<EnergyMeter> open_nvml_energy_meter(NvmlLibrary& nvml, std::stri
   return std::make_unique<NvmlEnergyMeter>(nvml);
 }
 
+std::unique_ptr<EnergyMeter> open_energy_meter(const std::string& kind, NvmlLibrary* nvml,
+                                               const std::string& nvml_why, std::string* why) {
+  if (kind != "cuda") return open_rapl_meter("/sys/class/powercap", why);
+  if (!nvml) {
+    *why = "no NVML: " + nvml_why;
+    return nullptr;
+  }
+  return open_nvml_energy_meter(*nvml, why);
+}
+
 nlohmann::json energy_json(const std::string& source, const EnergyWindow& w, double median_step_ms, int batch_size) {
   const double joules = w.joules_end - w.joules_begin, seconds = w.seconds_end - w.seconds_begin;
   nlohmann::json j = {{"source", source}, {"steps", {w.first_step + 1, w.last_step}}, {"joules", joules},

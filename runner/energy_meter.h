@@ -43,6 +43,12 @@ std::unique_ptr<EnergyMeter> open_rapl_meter(const std::string& powercap_root, s
 // meanwhile): nullptr, with *why, where the driver or the GPU lacks it.
 std::unique_ptr<EnergyMeter> open_nvml_energy_meter(NvmlLibrary& nvml, std::string* why);
 
+// The meter runs on `kind` use: NVML's counter through `nvml` on "cuda"
+// (nullptr: no NVML, `nvml_why` says why), RAPL under /sys/class/powercap on
+// "cpu"; nullptr with *why where there is none. (The runner and doctor.)
+std::unique_ptr<EnergyMeter> open_energy_meter(const std::string& kind, NvmlLibrary* nvml,
+                                               const std::string& nvml_why, std::string* why);
+
 // One repeat's reading: the counter after step `first_step` and after the
 // last step, with the wall time of each (seconds, any common origin).
 struct EnergyWindow {

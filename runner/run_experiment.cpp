@@ -198,12 +198,8 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   }
   // Energy per step (runner/energy_meter.h): NVML's counter on a GPU, RAPL on the CPU.
   std::string energy_why;
-  std::unique_ptr<EnergyMeter> energy;
-  if (info.kind == "cuda")
-    energy = telemetry ? open_nvml_energy_meter(telemetry->nvml(), &energy_why) : nullptr;
-  else
-    energy = open_rapl_meter("/sys/class/powercap", &energy_why);
-  if (info.kind == "cuda" && !telemetry) energy_why = "no NVML: " + telemetry_why;
+  std::unique_ptr<EnergyMeter> energy =
+      open_energy_meter(info.kind, telemetry ? &telemetry->nvml() : nullptr, telemetry_why, &energy_why);
   // --lock-clocks: held from here (before the ceilings) to the end of the run.
   std::unique_ptr<GpuClockLock> clock_lock;
   if (opt.lock_clocks) {

@@ -154,7 +154,7 @@ TEST(DoctorBinary, CpuRunWritesEveryCheckAndExitsByItsBlockers) {
     EXPECT_NE(r.output.find(c["finding"].get<std::string>()), std::string::npos) << c["name"];
   }
   for (const char* n : {"machine load", "build", "cpu governor", "cpu clock", "memory", "disk", "environment", "gpu",
-                        "device", "gemm fp32", "gemm tf32", "gemm fp16", "gemm bf16", "selftest"})
+                        "device", "gemm fp32", "gemm tf32", "gemm fp16", "gemm bf16", "energy", "selftest"})
     EXPECT_TRUE(names.count(n)) << "no check named " << n << "\n" << r.output;
   EXPECT_EQ(r.json["blockers"], fails);
   EXPECT_EQ(r.json["warnings"], warns);
