@@ -1,28 +1,24 @@
 #include "runner/energy_meter.h"
 
-#include <dirent.h>
-
 #include <algorithm>
-#include <fstream>
+#include <cstdlib>
+#include <filesystem>
 #include <regex>
+
+#include "runner/text_file.h"
 
 namespace mpb {
 
 namespace {
 
-// One number from a sysfs file; nullopt when it can't be read.
+// One number from a sysfs file; nullopt when it can't be read (or holds none).
 std::optional<unsigned long long> read_counter(const std::string& path) {
-  std::ifstream f(path);
-  unsigned long long v = 0;
-  if (!(f >> v)) return std::nullopt;
+  const std::optional<std::string> text = read_text_file(path);
+  if (!text) return std::nullopt;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text->c_str(), &end, 10);
+  if (end == text->c_str()) return std::nullopt;
   return v;
-}
-
-std::string read_line(const std::string& path) {
-  std::ifstream f(path);
-  std::string s;
-  std::getline(f, s);
-  return s;
 }
 
 // RAPL's package zones, each a microjoule counter that wraps at its range.
@@ -83,17 +79,17 @@ class NvmlEnergyMeter : public EnergyMeter {
 }  // namespace
 
 std::unique_ptr<EnergyMeter> open_rapl_meter(const std::string& powercap_root, std::string* why) {
-  DIR* d = opendir(powercap_root.c_str());
-  if (!d) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(powercap_root, ec);
+  if (ec) {
     *why = "no " + powercap_root + " (no RAPL driver, as in most VMs)";
     return nullptr;
   }
   // Top-level zones only (intel-rapl:0, not its sub-zones intel-rapl:0:0): packages.
   static const std::regex package(R"(intel-rapl:[0-9]+)");
   std::vector<std::string> dirs;
-  while (dirent* e = readdir(d))
-    if (std::regex_match(e->d_name, package)) dirs.push_back(powercap_root + "/" + e->d_name);
-  closedir(d);
+  for (const std::filesystem::directory_entry& e : it)
+    if (std::regex_match(e.path().filename().string(), package)) dirs.push_back(e.path().string());
   std::sort(dirs.begin(), dirs.end());
   if (dirs.empty()) {
     *why = "no RAPL package zone (intel-rapl:N) in " + powercap_root;
@@ -103,7 +99,8 @@ std::unique_ptr<EnergyMeter> open_rapl_meter(const std::string& powercap_root, s
   for (const std::string& dir : dirs) {
     RaplMeter::Zone z;
     z.dir = dir;
-    z.name = read_line(dir + "/name");
+    const std::optional<std::string> name = read_text_file(dir + "/name");
+    z.name = name ? name->substr(0, name->find('\n')) : "";
     if (z.name.empty()) z.name = dir.substr(dir.rfind('/') + 1);
     const std::optional<unsigned long long> now = read_counter(dir + "/energy_uj");
     const std::optional<unsigned long long> range = read_counter(dir + "/max_energy_range_uj");
