@@ -92,8 +92,6 @@ struct VsCpu {
   }
 };
 
-std::string status_text(opcheck::Status s) { return opcheck::status_name(s); }
-
 }  // namespace
 
 int SelftestReport::failed() const {
@@ -162,7 +160,7 @@ std::string selftest_table(const SelftestReport& r, bool verbose) {
     VsCpu v;
     v.add(c);
     const std::string ratio = std::isfinite(c.worst_ratio) ? fmt("%.3f of ", c.worst_ratio) : "bound: ";
-    cases += fmt("  %-4s %-60s err %.2e (%s%s)  vs CPU %s\n", status_text(c.status).c_str(), case_name(c).c_str(),
+    cases += fmt("  %-4s %-60s err %.2e (%s%s)  vs CPU %s\n", opcheck::status_name(c.status), case_name(c).c_str(),
                  c.max_err, ratio.c_str(), c.tolerance.c_str(), v.text().c_str());
     if (c.status == opcheck::Status::Skip) cases += "       skipped: " + c.skip_reason + "\n";
     for (const std::string& f : c.failures) cases += "       " + f + "\n";
@@ -171,7 +169,7 @@ std::string selftest_table(const SelftestReport& r, bool verbose) {
 
   out += fmt("\n%-36s %-6s %-40s %s\n", "training check", "result", "bound", "measured");
   for (const selftest::TrainingCheck& t : r.training) {
-    out += fmt("%-36s %-6s %-40s %s\n", t.name.c_str(), status_text(t.status).c_str(), t.bound.c_str(),
+    out += fmt("%-36s %-6s %-40s %s\n", t.name.c_str(), opcheck::status_name(t.status), t.bound.c_str(),
                t.measured.c_str());
     for (const std::string& f : t.failures) out += "       " + f + "\n";
   }
