@@ -390,14 +390,41 @@ void Device::bias_grad(const Tensor& db, const Tensor& dy, GradMode mode) {
 }
 
 // ---- losses --------------------------------------------------------------------------------
-double Device::softmax_xent_forward(const Tensor& probs, const Tensor& logits, const Tensor& labels) {
-  const char* op = "softmax_xent_forward";
+namespace {
+void check_xent_forward(const char* op, const Tensor& probs, const Tensor& logits, const Tensor& labels) {
   check_xent(op, "logits", logits, labels, "probs", probs);
   need_dtype(op, "probs", probs, DType::F32);
   if (probs.data == logits.data && logits.dtype != DType::F32)
     fail(op, "probs may overwrite the logits only when they are fp32, got " + describe(logits));
-  note_host_sync();
-  return softmax_xent_forward_impl(probs, logits, labels);
+}
+
+void check_xent_fused(const char* op, const Tensor& dlogits, const Tensor& logits, const Tensor& labels) {
+  check_xent(op, "logits", logits, labels, "dlogits", dlogits);
+  if (dlogits.data == logits.data && dlogits.dtype != logits.dtype)
+    fail(op, "dlogits overwriting the logits must have their dtype, got dlogits " + describe(dlogits) +
+                 ", logits " + describe(logits));
+}
+}  // namespace
+
+void Device::need_no_deferred_loss(const char* op) const {
+  if (loss_sum_unread_)
+    throw std::logic_error(std::string(op) +
+                           ": a deferred loss sum is unread (softmax_xent_*_deferred); call read_loss_sum() first, "
+                           "or this op's value would include it");
+}
+
+double Device::softmax_xent_forward(const Tensor& probs, const Tensor& logits, const Tensor& labels) {
+  const char* op = "softmax_xent_forward";
+  check_xent_forward(op, probs, logits, labels);
+  need_no_deferred_loss(op);
+  softmax_xent_forward_impl(probs, logits, labels);
+  return read_loss_sum_for(op);
+}
+
+void Device::softmax_xent_forward_deferred(const Tensor& probs, const Tensor& logits, const Tensor& labels) {
+  check_xent_forward("softmax_xent_forward", probs, logits, labels);
+  softmax_xent_forward_impl(probs, logits, labels);
+  loss_sum_unread_ = true;
 }
 
 void Device::softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
@@ -411,12 +438,25 @@ void Device::softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, c
 double Device::softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
                                   float grad_scale) {
   const char* op = "softmax_xent_fused";
-  check_xent(op, "logits", logits, labels, "dlogits", dlogits);
-  if (dlogits.data == logits.data && dlogits.dtype != logits.dtype)
-    fail(op, "dlogits overwriting the logits must have their dtype, got dlogits " + describe(dlogits) +
-                 ", logits " + describe(logits));
+  check_xent_fused(op, dlogits, logits, labels);
+  need_no_deferred_loss(op);
+  softmax_xent_fused_impl(dlogits, logits, labels, grad_scale);
+  return read_loss_sum_for(op);
+}
+
+void Device::softmax_xent_fused_deferred(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
+                                         float grad_scale) {
+  check_xent_fused("softmax_xent_fused", dlogits, logits, labels);
+  softmax_xent_fused_impl(dlogits, logits, labels, grad_scale);
+  loss_sum_unread_ = true;
+}
+
+double Device::read_loss_sum() { return read_loss_sum_for("read_loss_sum"); }
+
+double Device::read_loss_sum_for(const char* op) {
   note_host_sync();
-  return softmax_xent_fused_impl(dlogits, logits, labels, grad_scale);
+  loss_sum_unread_ = false;  // the read zeroes the sum, even when it then raises a device error
+  return loss_sum_read_impl(op);
 }
 
 int64_t Device::count_correct(const Tensor& logits, const Tensor& labels) {

@@ -206,23 +206,21 @@ class Bert final : public StoredParamsModel {
   Tensor logits() const override { return last_logits_; }
   void set_probe(ProbeFn probe) override { probe_ = std::move(probe); }
 
-  double train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) override {
+  void train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) override {
     training_ = true;
     ++step_;  // a new dropout stream for every micro-batch
     const int64_t b = x.rows();
     const Tensor logits = forward(x, y, b);
     const Tensor yh = head_labels(y, b);
     Tensor dlogits = first_view(acts_.dlogits, Shape{head_rows(b), V_});
-    double loss;
     if (cfg_.fused) {
-      loss = dev_.softmax_xent_fused(dlogits, logits, yh, grad_scale);
+      dev_.softmax_xent_fused_deferred(dlogits, logits, yh, grad_scale);
     } else {
       Tensor probs = first_view(acts_.probs, Shape{head_rows(b), V_});
-      loss = dev_.softmax_xent_forward(probs, logits, yh);
+      dev_.softmax_xent_forward_deferred(probs, logits, yh);
       dev_.softmax_xent_backward(dlogits, probs, yh, grad_scale);
     }
     backward(x, b, mode);
-    return loss;
   }
 
   EvalSums eval_micro(const Tensor& x, const Tensor& y) override {

@@ -66,20 +66,18 @@ class Mlp final : public StoredParamsModel {
   Tensor logits() const override { return logits_; }
   void set_probe(ProbeFn probe) override { probe_ = std::move(probe); }
 
-  double train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) override {
+  void train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) override {
     const Tensor& logits = forward(x);
     const int64_t b = x.rows();
     Tensor dlogits = dlogits_.tensor().row_slice(0, b);
-    double loss;
     if (cfg_.fused) {
-      loss = dev_.softmax_xent_fused(dlogits, logits, y, grad_scale);
+      dev_.softmax_xent_fused_deferred(dlogits, logits, y, grad_scale);
     } else {
       Tensor probs = probs_.tensor().row_slice(0, b);
-      loss = dev_.softmax_xent_forward(probs, logits, y);
+      dev_.softmax_xent_forward_deferred(probs, logits, y);
       dev_.softmax_xent_backward(dlogits, probs, y, grad_scale);
     }
     backward(mode);
-    return loss;
   }
 
   EvalSums eval_micro(const Tensor& x, const Tensor& y) override {

@@ -69,8 +69,10 @@ class Model {
   virtual void set_probe(ProbeFn probe) = 0;  // empty: off
   // Forward and backward on one micro-batch (x: rows of input(), y int32 [b]).
   // d(loss_sum)/d(logits) is multiplied by grad_scale (1/batch x loss scale);
-  // gradients are written or added per `mode`. Returns the summed loss.
-  virtual double train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) = 0;
+  // gradients are written or added per `mode`. The summed loss stays on the
+  // device, added to its deferred loss sum (Device::read_loss_sum), so that a
+  // step's micro-batches do not each wait for the device.
+  virtual void train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) = 0;
   virtual EvalSums eval_micro(const Tensor& x, const Tensor& y) = 0;
   // The logits of the last train_micro/eval_micro call ([rows, classes] or
   // [rows*T, vocab]), for checks against a reference implementation. A head

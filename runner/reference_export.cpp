@@ -126,8 +126,8 @@ void export_reference(const ExperimentConfig& exp, const Cell& cell, const std::
   const int64_t labels = std::max<int64_t>(1, b1.label_count());
   DeviceBuffer y = dev->alloc(Shape{rows}, DType::I32, MemCategory::Activations);
   upload_batch(*dev, *model, b1, y);
-  const double loss_sum = model->train_micro(model->input().row_slice(0, B), y, float(1.0 / double(labels)),
-                                             GradMode::Overwrite);
+  model->train_micro(model->input().row_slice(0, B), y, float(1.0 / double(labels)), GradMode::Overwrite);
+  const double loss_sum = dev->read_loss_sum();
   Tensor logits = model->logits();
   if (logits.empty())
     throw std::runtime_error("model '" + config_value_string(cfg, "model.kind") + "' has no logits() (needed for the reference export)");

@@ -110,7 +110,6 @@ void Trainer::step(int step) {
   const DeviceCounters before = dev_.counters();
   const int64_t allocs_before = dev_.memory().snapshot().allocations + before.pinned_allocs;
   timer_->start();
-  double loss_sum = 0.0;
   for (int mb = 0; mb < cfg_.accumulation; ++mb) {
     upload_inputs(batch, mb * micro, micro);
     if (probe_step && mb == cfg_.accumulation - 1) {
@@ -119,9 +118,9 @@ void Trainer::step(int step) {
     }
     // Each micro-batch's summed loss is divided by the full batch's label
     // count, so N micro-batches of B/N equal one batch of B; the loss scale
-    // (and loss_weight) multiply it.
+    // (and loss_weight) multiply it. The losses add up on the device.
     const DeviceRange range(dev_, "micro-batch forward+backward");
-    loss_sum += model_.train_micro(model_.input().row_slice(0, micro), y_.tensor().flat_slice(0, micro * per),
+    model_.train_micro(model_.input().row_slice(0, micro), y_.tensor().flat_slice(0, micro * per),
                                    float(S * cfg_.loss_weight / label_count),
                                    mb == 0 ? GradMode::Overwrite : GradMode::Accumulate);
     model_.set_probe({});
@@ -188,6 +187,9 @@ void Trainer::step(int step) {
   timer_->stop();
 
   const double ms = timer_->elapsed_ms();
+  // The step's loss, read once after the timer (the device is idle by now);
+  // counted with the step's syncs.
+  const double loss_sum = dev_.read_loss_sum();
   rec_.host_syncs.push_back(dev_.counters().host_syncs - before.host_syncs);
   rec_.allocs.push_back(dev_.memory().snapshot().allocations + dev_.counters().pinned_allocs - allocs_before);
   rec_.plans_created.push_back(dev_.counters().plans_created - before.plans_created);
@@ -252,6 +254,7 @@ void Trainer::warm_up() {
   }
   if (probes) add_stats(dev_, model_.grads(), sample.weight_grads, true);
   dev_.stats(model_.grads());
+  dev_.read_loss_sum();
   // The evaluation's two batch sizes: full micro-batches and the remainder.
   const int64_t n_eval = cfg_.data.eval_samples;
   if (n_eval > 0) eval_chunk(0, std::min(micro, n_eval));

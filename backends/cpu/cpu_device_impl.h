@@ -71,6 +71,7 @@ class CpuDevice : public Device {
   DeviceInfo info_;
   CpuKernels* kernels_;  // the ISA build chosen at construction (backends/cpu/cpu_isa.cpp); never null
   DeviceBuffer workspace_[4];
+  double loss_sum_ = 0.0;  // the loss ops' deferred sum (Device::read_loss_sum)
   std::unique_ptr<OnednnMatmul, OnednnMatmulDeleter> onednn_;
 };
 

@@ -206,6 +206,9 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     info_.versions.emplace_back("cudnn_frontend", cudnn_frontend_version());
 
     staging_ = std::make_unique<PinnedStaging>(*this, stream_);
+    // One double (no F64 dtype: two F32 slots), allocated here so that no step allocates it.
+    loss_sum_buf_ = alloc(Shape{2}, DType::F32, MemCategory::Workspace);
+    MPB_CUDA_CHECK(cudaMemsetAsync(loss_sum(), 0, sizeof(double), stream_));
 #ifdef MPB_HAVE_CUDNN_FRONTEND
     sdpa_ = std::make_unique<CudnnSdpa>(*this);  // cudnnCreate, on stream_
 #endif
@@ -217,6 +220,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     sdpa_.reset();
 #endif
     staging_.reset();
+    loss_sum_buf_.release();
     if (flags_host_) MPB_CUDA_REPORT(cudaFreeHost(flags_host_));
     if (stream_) MPB_CUDA_REPORT(cudaStreamDestroy(stream_));
     flags_host_ = nullptr;
@@ -233,6 +237,7 @@ CudaDevice::~CudaDevice() {
 #endif
   staging_.reset();
   for (DeviceBuffer& b : scratch_) b.release();
+  loss_sum_buf_.release();
   MPB_CUDA_REPORT(cudaFreeHost(flags_host_));
   MPB_CUDA_REPORT(cudaStreamDestroy(stream_));
   if (!deferred_error_.empty())

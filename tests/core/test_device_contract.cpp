@@ -60,15 +60,16 @@ class RecordingDevice final : public Device {
     record("activation_backward");
   }
   void bias_grad_impl(const Tensor&, const Tensor&, GradMode) override { record("bias_grad"); }
-  double softmax_xent_forward_impl(const Tensor&, const Tensor&, const Tensor&) override {
-    return record("softmax_xent_forward");
+  void softmax_xent_forward_impl(const Tensor&, const Tensor&, const Tensor&) override {
+    record("softmax_xent_forward");
   }
   void softmax_xent_backward_impl(const Tensor&, const Tensor&, const Tensor&, float) override {
     record("softmax_xent_backward");
   }
-  double softmax_xent_fused_impl(const Tensor&, const Tensor&, const Tensor&, float) override {
-    return record("softmax_xent_fused");
+  void softmax_xent_fused_impl(const Tensor&, const Tensor&, const Tensor&, float) override {
+    record("softmax_xent_fused");
   }
+  double loss_sum_read_impl(const char*) override { return record("loss_sum_read"); }
   int64_t count_correct_impl(const Tensor&, const Tensor&) override { return record("count_correct"); }
   TensorStats stats_impl(const Tensor&) override {
     record("stats");
@@ -668,7 +669,73 @@ TEST(DeviceContract, AGoodCallReachesItsOwnImplementation) {
     SCOPED_TRACE(op);
     fake.calls.clear();
     EXPECT_NO_THROW(call());
-    EXPECT_EQ(fake.calls, std::vector<std::string>{op});
+    // The two loss ops that return their value read the device's loss sum.
+    std::vector<std::string> want{op};
+    if (op == "softmax_xent_forward" || op == "softmax_xent_fused") want.emplace_back("loss_sum_read");
+    EXPECT_EQ(fake.calls, want);
+  }
+  // Deferred: no read until read_loss_sum().
+  fake.calls.clear();
+  fake.softmax_xent_forward_deferred(probs, logits, labels);
+  fake.softmax_xent_fused_deferred(logits, logits, labels, 0.5f);
+  EXPECT_EQ(fake.calls, (std::vector<std::string>{"softmax_xent_forward", "softmax_xent_fused"}));
+  fake.read_loss_sum();
+  EXPECT_EQ(fake.calls.back(), "loss_sum_read");
+}
+
+// The deferred loss sum (core/device.h): the CPU adds in call order, so two
+// deferred calls read once give the bits of the two returned values added on
+// the host; the read zeroes the sum; a returning loss op refuses while a
+// deferred sum is unread (its read would take it along), before reaching the
+// backend; the deferred ops check their arguments as the returning ones do.
+TEST(DeviceContract, TheDeferredLossSumAddsInOrderAndIsReadOnce) {
+  auto cpu = make_cpu_device();
+  const std::vector<float> x = {0.5f, -1.0f, 2.0f, 0.25f, 3.0f, 1.0f, -2.0f, 0.0f};
+  const int32_t y[2] = {2, -100};  // an ignored row adds nothing
+  DeviceBuffer logits = cpu->alloc(Shape{2, 4}, DType::F32, MemCategory::Activations);
+  DeviceBuffer probs = cpu->alloc(Shape{2, 4}, DType::F32, MemCategory::Activations);
+  DeviceBuffer dl = cpu->alloc(Shape{2, 4}, DType::BF16, MemCategory::Activations);
+  DeviceBuffer labels = cpu->alloc(Shape{2}, DType::I32, MemCategory::Activations);
+  cpu->upload(logits, x.data());
+  cpu->upload(labels, y);
+  const double one = cpu->softmax_xent_forward(probs, logits, labels);
+  const double fused = cpu->softmax_xent_fused(dl, logits, labels, 1.0f);
+  const int64_t syncs = cpu->counters().host_syncs;
+  cpu->softmax_xent_forward_deferred(probs, logits, labels);
+  cpu->softmax_xent_fused_deferred(dl, logits, labels, 1.0f);
+  cpu->softmax_xent_forward_deferred(probs, logits, labels);
+  EXPECT_EQ(cpu->counters().host_syncs, syncs) << "a deferred loss op waited";
+  EXPECT_EQ(cpu->read_loss_sum(), one + fused + one);
+  EXPECT_EQ(cpu->counters().host_syncs, syncs + 1);
+  EXPECT_EQ(cpu->read_loss_sum(), 0.0) << "the read zeroes the sum";
+
+  cpu->softmax_xent_fused_deferred(dl, logits, labels, 1.0f);
+  for (int op = 0; op < 2; ++op) {
+    const char* name = op == 0 ? "softmax_xent_forward" : "softmax_xent_fused";
+    try {
+      if (op == 0) cpu->softmax_xent_forward(probs, logits, labels);
+      else cpu->softmax_xent_fused(dl, logits, labels, 1.0f);
+      ADD_FAILURE() << name << " read past an unread deferred sum";
+    } catch (const std::logic_error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(std::string(name) + ": a deferred loss sum is unread", 0), 0u) << e.what();
+    }
+  }
+  EXPECT_EQ(cpu->read_loss_sum(), fused) << "the refused calls added nothing";
+  EXPECT_EQ(cpu->softmax_xent_forward(probs, logits, labels), one) << "after the read, returning ops work again";
+
+  RecordingDevice fake;
+  fake.softmax_xent_fused_deferred(dl, logits, labels, 1.0f);
+  fake.calls.clear();
+  EXPECT_THROW(fake.softmax_xent_fused(dl, logits, labels, 1.0f), std::logic_error);
+  EXPECT_TRUE(fake.calls.empty()) << "a refused call reached the backend";
+
+  DeviceBuffer probs7 = cpu->alloc(Shape{7}, DType::F32, MemCategory::Activations);
+  try {
+    cpu->softmax_xent_forward_deferred(probs7, logits, labels);
+    ADD_FAILURE() << "a bad deferred call was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("softmax_xent_forward: probs must hold 8 elements"), std::string::npos)
+        << e.what();
   }
 }
 

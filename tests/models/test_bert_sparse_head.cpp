@@ -64,7 +64,8 @@ HeadRun run_head(const Batch& b, const std::string& precision) {
   dev->upload(y, b.y.data());
   const double count = double(std::count_if(b.y.begin(), b.y.end(), [](int32_t v) { return v >= 0; }));
   HeadRun r;
-  r.loss = model->train_micro(model->input(), y, float(1.0 / count), GradMode::Overwrite) / count;
+  model->train_micro(model->input(), y, float(1.0 / count), GradMode::Overwrite);
+  r.loss = dev->read_loss_sum() / count;
   const int64_t n = model->grads().numel();
   DeviceBuffer staging = dev->alloc(Shape{n}, DType::F32, MemCategory::Workspace);
   dev->cast(staging, model->grads());

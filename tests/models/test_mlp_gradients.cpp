@@ -80,7 +80,8 @@ ModelRun run_model(const Problem& p) {
   dev->upload(x, p.x.data());
   dev->upload(y, p.y.data());
   ModelRun r;
-  r.loss = model->train_micro(x, y, 1.0f / float(p.batch), GradMode::Overwrite) / double(p.batch);
+  model->train_micro(x, y, 1.0f / float(p.batch), GradMode::Overwrite);
+  r.loss = dev->read_loss_sum() / double(p.batch);
   r.params.resize(static_cast<size_t>(model->params().numel()));
   r.grads.resize(r.params.size());
   dev->download(r.params.data(), model->params());
