@@ -103,18 +103,23 @@ def main():
             if code != 0:
                 fails.append(f"shard {i}/3 exited {code}:\n{out}")
         s1 = shard_dir(shard_root, 1)
+        # Each step sleeps 10 ms (--inject-step-delay-ms) so that a repeat lasts long enough for
+        # this loop to see its record on a fast machine (otherwise the whole shard can finish
+        # between two looks); the resumed run below does not, and the merge keeps its losses only.
         p = subprocess.Popen([RUNNER, yaml_path, "--device", "cpu", "--out", shard_root, "--shard", "1/3",
-                              "--order", "sequential"],
+                              "--order", "sequential", "--inject-step-delay-ms", "10"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
         first = None
         deadline = time.time() + 300
         while first is None and p.poll() is None and time.time() < deadline:
             found = glob.glob(os.path.join(s1, "partial", "*.json")) + glob.glob(os.path.join(s1, "cells", "*.json"))
-            if found:
-                time.sleep(0.05)  # let the rename land
-                first = json.load(open(found[0]))
+            if found:  # records are renamed into place whole
+                try:
+                    first = json.load(open(found[0]))
+                except FileNotFoundError:  # a partial record that became the cell's record meanwhile: look again
+                    continue
                 p.send_signal(signal.SIGTERM)
-            time.sleep(0.02)
+            time.sleep(0.005)
         _, err = p.communicate(timeout=300)
         if first is None or p.returncode != 130:
             fails.append(f"shard 1/3 was not stopped by SIGTERM after its first repeat (exit {p.returncode}):\n{err}")
