@@ -12,6 +12,7 @@
 #include "runner/atomic_file.h"
 #include "runner/doctor_checks.h"
 #include "runner/manifest.h"
+#include "runner/seconds_since.h"
 
 namespace mpb {
 
@@ -141,7 +142,7 @@ int run_doctor(int argc, char** argv) {
   const std::string started = utc_now_iso8601();
   std::printf("mpbench doctor: --device %s, results in %s\n", opt.device.c_str(), opt.out_dir.c_str());
   const std::vector<DoctorCheck> checks = run_doctor_checks(opt);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = seconds_since(t0);
   nlohmann::json report = doctor_json(opt, checks, seconds);
   report["started"] = started;
   const int blockers = report["blockers"].get<int>(), warnings = report["warnings"].get<int>();

@@ -13,6 +13,7 @@
 #include "runner/doctor_checks.h"
 #include "runner/energy_meter.h"
 #include "runner/manifest.h"
+#include "runner/seconds_since.h"
 #include "runner/terminal_table.h"
 #ifdef MPB_HAVE_CUDA
 #include "backends/cuda/cuda_device.h"
@@ -22,10 +23,6 @@
 namespace mpb::doctor {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // How much an unusable GPU matters: not at all for --device cpu, a fallback
 // to the CPU for auto, a blocker for cuda.

@@ -12,6 +12,7 @@
 
 #include "runner/atomic_file.h"
 #include "runner/manifest.h"
+#include "runner/seconds_since.h"
 
 namespace mpb {
 
@@ -82,7 +83,7 @@ void record_hang_and_restart(const std::filesystem::path& record_path, const nlo
                           record.at("reason").get<std::string>() + "; recorded in " + record_path.string() +
                           "; restarting to run the other cells (--resume)\n";
   (void)!::write(STDERR_FILENO, msg.data(), msg.size());
-  const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_started).count();
+  const double elapsed_s = seconds_since(g_started);
   std::vector<std::string> args = restart_arguments(g_command_line, elapsed_s);
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

@@ -28,6 +28,7 @@
 #include "runner/memory_triple.h"
 #include "runner/result_dir.h"
 #include "runner/results.h"
+#include "runner/seconds_since.h"
 #include "runner/stats.h"
 #include "runner/terminal_table.h"
 #include "train/cell_factory.h"
@@ -363,7 +364,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
 
   const bool tty = isatty(fileno(stderr));
   const auto t_start = std::chrono::steady_clock::now();
-  auto since_start = [&]() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
+  auto since_start = [&]() { return seconds_since(t_start); };
   double steps_total = 0, steps_done = 0;
   for (const auto& round : plan.rounds)
     for (const RunUnit& u : round) steps_total += u.cell->config.steps;
@@ -404,7 +405,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         // Checked only once this run has trained a repeat: every slice makes
         // progress, however short its budget against the set-up.
         if (opt.max_minutes > 0 && ran_a_repeat &&
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_begin).count() >= opt.max_minutes * 60.0)
+            seconds_since(t_begin) >= opt.max_minutes * 60.0)
           throw TimeBudgetReached{};
         ran_a_repeat = true;
         // The ceiling again, right before this repeat: the cell's fraction of

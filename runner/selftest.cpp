@@ -14,16 +14,13 @@
 #include "runner/atomic_file.h"
 #include "runner/device_factory.h"
 #include "runner/manifest.h"
+#include "runner/seconds_since.h"
 #include "runner/system_resources.h"
 #include "runner/terminal_table.h"
 
 namespace mpb {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 const char* size_name(opcheck::Size s) { return s == opcheck::Size::Bert ? "bert" : "small"; }
 

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "config/schema.h"
+#include "runner/seconds_since.h"
 #include "runner/terminal_table.h"
 #include "train/cell_factory.h"
 #include "train/trainer.h"
@@ -120,10 +121,6 @@ GemmChain gemm_chain(const CellConfig& c) {
   // (weight gradients), the sequence (PV).
   const int tokens = c.batch_size * b.seq_len;
   return {18 * b.layers + 6, std::max({b.ffn, tokens, b.seq_len, b.hidden})};
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Runs `body` as one check; an exception is a failure.
