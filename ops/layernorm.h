@@ -26,6 +26,13 @@
 namespace mpb::scalar {
 MPB_ISA_NAMESPACE_BEGIN
 
+// Rows per partial dgamma/dbeta sum in the backward: rows in order within a
+// chunk, then the chunk partials in chunk order. A fixed number, so the
+// reduction order depends on the shape only (not on threads or GPU blocks),
+// and one number, so both backends sum in the same order. The CUDA backend
+// runs one block per chunk.
+constexpr int64_t kLnGradChunk = 32;
+
 MPB_HD inline float layernorm_mean(float sum, int64_t cols) { return sum / static_cast<float>(cols); }
 
 // sum_sq_dev = sum_c (x_c - mean)^2

@@ -34,10 +34,7 @@ namespace {
 using scalar::load_f32;
 using scalar::store_f32;
 
-// Rows per partial dgamma/dbeta sum (the CPU's kLnGradChunk in
-// backends/cpu/kernels/transformer.cpp): a fixed number, so the reduction order depends on
-// the shape only.
-constexpr int64_t kLnGradChunk = 32;
+using scalar::kLnGradChunk;  // rows per partial dgamma/dbeta sum, the CPU's (ops/layernorm.h)
 
 // Sum over the 32 lanes of a warp by a butterfly (xor) tree: a fixed order,
 // and every lane ends with the same bits (each step adds the same two values,

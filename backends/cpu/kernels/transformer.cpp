@@ -18,10 +18,7 @@ namespace {
 
 // Rows handed to a thread at a time by the LayerNorm loops.
 constexpr int64_t kLnRowBlock = 8;
-// Rows per partial dgamma/dbeta sum in the backward: a fixed number, so the
-// reduction order (rows in order within a chunk, chunks in order) does not
-// depend on the thread count.
-constexpr int64_t kLnGradChunk = 32;
+using scalar::kLnGradChunk;  // rows per partial dgamma/dbeta sum (ops/layernorm.h)
 
 std::vector<float> to_f32(const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
