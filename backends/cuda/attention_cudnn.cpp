@@ -13,12 +13,12 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
-#include <functional>
 #include <unordered_map>
 #include <utility>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
+#include "backends/cuda/plan_key.h"
 
 namespace mpb::cuda {
 
@@ -72,16 +72,17 @@ fe::graph::Tensor_attributes bhtd(const char* name, int64_t uid, int64_t b, int6
   return fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({b, h, t, d}).set_stride({h * t * d, t * d, d, 1});
 }
 
+// Everything a graph depends on, as plan-key words (backends/cuda/plan_key.h);
+// the scale by its bits: the graph bakes in exactly this float.
+PlanKeyWords<8> words(const SdpaKey& k) {
+  uint32_t scale_bits = 0;
+  std::memcpy(&scale_bits, &k.scale, sizeof scale_bits);
+  return {static_cast<int64_t>(k.dtype), k.B, k.H, k.Tq, k.Tk, k.D, static_cast<int64_t>(scale_bits),
+          static_cast<int64_t>(k.backward)};
+}
+
 struct KeyHash {
-  size_t operator()(const SdpaKey& k) const {
-    uint32_t scale_bits = 0;
-    std::memcpy(&scale_bits, &k.scale, sizeof scale_bits);
-    size_t h = std::hash<int64_t>()(k.B);
-    for (int64_t v : {k.H, k.Tq, k.Tk, k.D, static_cast<int64_t>(k.dtype), static_cast<int64_t>(scale_bits),
-                      static_cast<int64_t>(k.backward)})
-      h = h * 1000003u ^ std::hash<int64_t>()(v);
-    return h;
-  }
+  size_t operator()(const SdpaKey& k) const { return PlanKeyHash()(words(k)); }
 };
 
 struct Entry {
@@ -92,11 +93,7 @@ struct Entry {
 
 }  // namespace
 
-bool SdpaKey::operator==(const SdpaKey& o) const {
-  // The scale by its bits: the graph bakes in exactly this float.
-  return dtype == o.dtype && B == o.B && H == o.H && Tq == o.Tq && Tk == o.Tk && D == o.D &&
-         std::memcmp(&scale, &o.scale, sizeof scale) == 0 && backward == o.backward;
-}
+bool SdpaKey::operator==(const SdpaKey& o) const { return words(*this) == words(o); }
 
 std::string SdpaKey::describe() const {
   return std::string(backward ? "backward " : "forward ") + dtype_name(dtype) + " B" + std::to_string(B) + " H" +

@@ -144,6 +144,7 @@
 #include "backends/cuda/cuda_device_impl.h"
 #include "backends/cuda/fp8_quantize.h"
 #include "backends/cuda/kernel_util.cuh"
+#include "backends/cuda/plan_key.h"
 #include "ops/dtype_io.h"
 
 namespace mpb::cuda {
@@ -229,17 +230,7 @@ void check_limits(const GemmArgs& g) {
   require(g.batch <= 0x7FFFFFFF, "gemm", "batch exceeds cuBLASLt's int32 batch count");
 }
 
-using PlanKey = std::array<int64_t, 20>;
-struct PlanKeyHash {
-  size_t operator()(const PlanKey& k) const {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
-    for (int64_t v : k) {
-      h ^= static_cast<uint64_t>(v);
-      h *= 1099511628211ull;
-    }
-    return static_cast<size_t>(h);
-  }
-};
+using PlanKey = PlanKeyWords<20>;
 
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
