@@ -135,6 +135,7 @@ for b in "${binaries[@]}"; do
   patchelf --set-rpath '$ORIGIN/../lib' "$dst"   # replaces the build's RUNPATH (/usr/local/cuda/lib)
 done
 install -m 0755 "$src/scripts/bundle/mpbench-env" "$root/bin/mpbench-env"
+install -m 0755 "$src/scripts/bundle/gpu-session" "$root/bin/gpu-session"   # the run-book in lease-sized phases
 # The CUDA/NVIDIA sonames the target must provide, one per line: bin/mpbench-env checks these.
 printf '%s\n' "${!cuda_needed[@]}" | sed '/^$/d' | sort >"$root/lib/cuda-needed.txt"
 cp -r "$src/experiments" "$root/experiments"

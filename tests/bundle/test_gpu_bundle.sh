@@ -5,7 +5,8 @@
 # bin/* and lib/* that is neither glibc's nor CUDA's/NVIDIA's resolves inside the
 # bundle's lib/ (CUDA's may resolve from the machine: the target provides them);
 # `runner doctor --device cpu --selftest-seconds 1`, `runner selftest --device cpu --quick` and `runner --dry-run
-# experiments/quickstart.yaml` work from a third directory; bin/mpbench-env runs.
+# experiments/quickstart.yaml` work from a third directory; bin/mpbench-env runs;
+# bin/gpu-session's first phase runs and leaves its summary and tarball.
 # (Where CUDA is not in the loader's cache, LD_LIBRARY_PATH holds CUDA's directories only.)
 # Usage: test_gpu_bundle.sh SOURCE_DIR BUILD_DIR   (CTest: bundle.test_gpu_bundle, label bundle)
 set -euo pipefail
@@ -76,4 +77,23 @@ grep -q '^export LD_LIBRARY_PATH=' env.txt || fail "mpbench-env printed no expor
 "$b/bin/mpbench-env" --quiet -- "$b/bin/runner" --help >/dev/null || fail "mpbench-env -- runner --help failed"
 "$b/bin/mpb_bench" --benchmark_list_tests=true >/dev/null || fail "bin/mpb_bench does not start"
 "$b/bin/test_gpu" --gtest_list_tests >/dev/null || fail "bin/test_gpu does not start"
+
+echo "== bin/gpu-session (the run-book's first phase; without a GPU its CUDA steps fail or skip)"
+rc=0
+"$b/bin/gpu-session" nonsense "$tmp/session" >usage.txt 2>&1 || rc=$?
+[[ $rc == 2 ]] || fail "gpu-session with an unknown phase exited $rc, not 2: $(cat usage.txt)"
+rc=0
+"$b/bin/gpu-session" tests "$tmp/session" --budget 200 >session.txt 2>&1 || rc=$?
+sum=$tmp/session/tests-summary.txt
+[[ -f $sum && -f $tmp/session/tests.tar.gz ]] || fail "gpu-session tests left no summary and tarball: $(cat session.txt)"
+for s in mpbench-env doctor gpu-never-run selftest test_ops_cuda test_gpu; do
+  grep -q "^$s " "$sum" || fail "the summary has no row for step $s: $(cat "$sum")"
+done
+listing=$(tar tzf "$tmp/session/tests.tar.gz")
+grep -qx 'tests/selftest.txt' <<<"$listing" || fail "the tarball lacks tests/selftest.txt: $listing"
+if ! nvidia-smi -L >/dev/null 2>&1; then  # no GPU: the phase fails, and says the tests skipped
+  [[ $rc == 1 ]] || fail "gpu-session tests exited $rc without a GPU, not 1: $(cat "$sum")"
+  grep -E '^test_gpu +ok, [0-9]+ skipped' "$sum" >/dev/null || fail "skipped GPU tests are not said: $(cat "$sum")"
+  grep -E '^selftest +FAILED' "$sum" >/dev/null || fail "selftest --device cuda without a GPU did not fail: $(cat "$sum")"
+fi
 echo "PASS"
