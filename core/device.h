@@ -346,9 +346,8 @@ class Device {
   // added to the device's loss sum (a double), which read_loss_sum() returns
   // and zeroes: one host sync for N micro-batches instead of N, read after
   // the step's timer. The sum is added to in call order, so it has the bits
-  // of the returning ops' values added in that order on the host. While a
-  // deferred sum is unread, the returning ops refuse (std::logic_error): their
-  // read would take it along.
+  // of the returning ops' values added in that order on the host. The
+  // returning ops neither read nor change it.
   void softmax_xent_forward_deferred(const Tensor& probs, const Tensor& logits, const Tensor& labels);
   void softmax_xent_fused_deferred(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
                                    float grad_scale);
@@ -486,15 +485,17 @@ class Device {
   virtual void activation_backward_impl(Activation act, const Tensor& din, const Tensor& dout,
                                         const Tensor& pre_act) = 0;
   virtual void bias_grad_impl(const Tensor& db, const Tensor& dy, GradMode mode) = 0;
-  // The two loss ops add their summed loss to the device's loss sum;
-  // loss_sum_read_impl returns it and zeroes it (waiting for the device; a
-  // device error it raises names `op`, the caller).
-  virtual void softmax_xent_forward_impl(const Tensor& probs, const Tensor& logits, const Tensor& labels) = 0;
+  // The two loss ops: `deferred`, they add their summed loss to the device's
+  // loss sum and return 0 at once; otherwise they return it (waiting for the
+  // device) and leave the loss sum alone. loss_sum_read_impl returns the loss
+  // sum and zeroes it (waiting for the device).
+  virtual double softmax_xent_forward_impl(const Tensor& probs, const Tensor& logits, const Tensor& labels,
+                                           bool deferred) = 0;
   virtual void softmax_xent_backward_impl(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
                                           float grad_scale) = 0;
-  virtual void softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
-                                       float grad_scale) = 0;
-  virtual double loss_sum_read_impl(const char* op) = 0;
+  virtual double softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
+                                         float grad_scale, bool deferred) = 0;
+  virtual double loss_sum_read_impl() = 0;
   virtual int64_t count_correct_impl(const Tensor& logits, const Tensor& labels) = 0;
   virtual void label_positions_impl(const Tensor& pos, const Tensor& pos_labels, const Tensor& labels) = 0;
   virtual TensorStats stats_impl(const Tensor& t) = 0;
@@ -542,15 +543,10 @@ class Device {
   // After an attention_*_impl call: counts it as the backend's own kernel
   // unless the backend named an implementation (note_attention_impl).
   void count_attention_impl(int64_t notes_before);
-  // Throws std::logic_error naming `op` while a deferred loss sum is unread.
-  void need_no_deferred_loss(const char* op) const;
-  // read_loss_sum on behalf of `op` (counted as a host sync).
-  double read_loss_sum_for(const char* op);
 
   MemoryTracker tracker_;
   DeviceCounters counters_;
   int64_t attention_impl_notes_ = 0;
-  bool loss_sum_unread_ = false;  // a *_deferred loss op ran since the last read_loss_sum()
 };
 
 // Thrown when a device can't be created or an op fails (with the reason).

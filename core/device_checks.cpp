@@ -406,25 +406,15 @@ void check_xent_fused(const char* op, const Tensor& dlogits, const Tensor& logit
 }
 }  // namespace
 
-void Device::need_no_deferred_loss(const char* op) const {
-  if (loss_sum_unread_)
-    throw std::logic_error(std::string(op) +
-                           ": a deferred loss sum is unread (softmax_xent_*_deferred); call read_loss_sum() first, "
-                           "or this op's value would include it");
-}
-
 double Device::softmax_xent_forward(const Tensor& probs, const Tensor& logits, const Tensor& labels) {
-  const char* op = "softmax_xent_forward";
-  check_xent_forward(op, probs, logits, labels);
-  need_no_deferred_loss(op);
-  softmax_xent_forward_impl(probs, logits, labels);
-  return read_loss_sum_for(op);
+  check_xent_forward("softmax_xent_forward", probs, logits, labels);
+  note_host_sync();
+  return softmax_xent_forward_impl(probs, logits, labels, /*deferred=*/false);
 }
 
 void Device::softmax_xent_forward_deferred(const Tensor& probs, const Tensor& logits, const Tensor& labels) {
   check_xent_forward("softmax_xent_forward", probs, logits, labels);
-  softmax_xent_forward_impl(probs, logits, labels);
-  loss_sum_unread_ = true;
+  softmax_xent_forward_impl(probs, logits, labels, /*deferred=*/true);
 }
 
 void Device::softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
@@ -437,26 +427,20 @@ void Device::softmax_xent_backward(const Tensor& dlogits, const Tensor& probs, c
 
 double Device::softmax_xent_fused(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
                                   float grad_scale) {
-  const char* op = "softmax_xent_fused";
-  check_xent_fused(op, dlogits, logits, labels);
-  need_no_deferred_loss(op);
-  softmax_xent_fused_impl(dlogits, logits, labels, grad_scale);
-  return read_loss_sum_for(op);
+  check_xent_fused("softmax_xent_fused", dlogits, logits, labels);
+  note_host_sync();
+  return softmax_xent_fused_impl(dlogits, logits, labels, grad_scale, /*deferred=*/false);
 }
 
 void Device::softmax_xent_fused_deferred(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
                                          float grad_scale) {
   check_xent_fused("softmax_xent_fused", dlogits, logits, labels);
-  softmax_xent_fused_impl(dlogits, logits, labels, grad_scale);
-  loss_sum_unread_ = true;
+  softmax_xent_fused_impl(dlogits, logits, labels, grad_scale, /*deferred=*/true);
 }
 
-double Device::read_loss_sum() { return read_loss_sum_for("read_loss_sum"); }
-
-double Device::read_loss_sum_for(const char* op) {
+double Device::read_loss_sum() {
   note_host_sync();
-  loss_sum_unread_ = false;  // the read zeroes the sum, even when it then raises a device error
-  return loss_sum_read_impl(op);
+  return loss_sum_read_impl();
 }
 
 int64_t Device::count_correct(const Tensor& logits, const Tensor& labels) {

@@ -67,6 +67,8 @@ class CpuDevice : public Device {
   // Grow-only scratch buffers for GEMM emulation (slot 0..3), tracked as
   // workspace memory; valid until the next call for the same slot.
   void* workspace(int slot, size_t bytes);
+  // A loss op's result: `loss` returned, or (deferred) added to loss_sum_ and 0 returned.
+  double loss_result(double loss, bool deferred);
 
   DeviceInfo info_;
   CpuKernels* kernels_;  // the ISA build chosen at construction (backends/cpu/cpu_isa.cpp); never null

@@ -22,20 +22,26 @@ void CpuDevice::bias_grad_impl(const Tensor& db, const Tensor& dy, GradMode mode
 }
 
 // losses
-// The kernels return the call's summed loss; the device adds it to its sum in
-// call order, as the CUDA backend's sum on the device does.
-void CpuDevice::softmax_xent_forward_impl(const Tensor& probs, const Tensor& logits, const Tensor& labels) {
-  loss_sum_ += kernels_->softmax_xent_forward_impl(probs, logits, labels);
+// The kernels return the call's summed loss; deferred, the device adds it to
+// its sum in call order, as the CUDA backend's sum on the device does.
+double CpuDevice::softmax_xent_forward_impl(const Tensor& probs, const Tensor& logits, const Tensor& labels,
+                                            bool deferred) {
+  return loss_result(kernels_->softmax_xent_forward_impl(probs, logits, labels), deferred);
 }
 void CpuDevice::softmax_xent_backward_impl(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
                                            float grad_scale) {
   kernels_->softmax_xent_backward_impl(dlogits, probs, labels, grad_scale);
 }
-void CpuDevice::softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
-                                        float grad_scale) {
-  loss_sum_ += kernels_->softmax_xent_fused_impl(dlogits, logits, labels, grad_scale);
+double CpuDevice::softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
+                                          float grad_scale, bool deferred) {
+  return loss_result(kernels_->softmax_xent_fused_impl(dlogits, logits, labels, grad_scale), deferred);
 }
-double CpuDevice::loss_sum_read_impl(const char*) {
+double CpuDevice::loss_result(double loss, bool deferred) {
+  if (!deferred) return loss;
+  loss_sum_ += loss;
+  return 0.0;
+}
+double CpuDevice::loss_sum_read_impl() {
   const double sum = loss_sum_;
   loss_sum_ = 0.0;
   return sum;

@@ -343,9 +343,15 @@ void CudaDevice::check_flags_and_deferred(const char* op) {
   flags[kFlagBadId] = 0;
   flags[kFlagLostLabel] = 0;
   std::string msg;
-  if (bad_label)
+  if (bad_label) {
     msg += "a label >= the number of classes was found on the device (softmax_xent_* or count_correct since the "
            "last synchronising call; negative labels are ignored rows, not errors); their results are invalid";
+    // A deferred loss sum it reached is NaN and has now been reported: drop
+    // it, so that a caller who goes on reads only later losses (the CPU, which
+    // throws at the op, adds nothing either).
+    const cudaError_t err = cudaMemsetAsync(loss_sum(), 0, sizeof(double), stream_);
+    if (err != cudaSuccess) msg += std::string("; zeroing the loss sum failed: ") + cudaGetErrorString(err);
+  }
   if (bad_id)
     msg += std::string(msg.empty() ? "" : "; ") +
            "an id outside [0, table rows) was found on the device (embedding_forward/backward since the last "

@@ -1,10 +1,10 @@
 // Softmax cross-entropy and accuracy on the GPU: one block per row, fp32 row
 // max and sum-of-exp reduced in a fixed order, the per-element math from
 // ops/softmax_xent.h. Row losses are summed into a double in a fixed order by
-// a single block, which adds the call's sum to the device's loss sum (a
-// double in device memory, read and zeroed by loss_sum_read_impl): calls are
-// added in stream order, so the sum is bit-reproducible and no call waits
-// for the device.
+// a single block, so a call's loss is bit-reproducible. A returning call reads
+// it back (a host wait); a deferred one adds it to the device's loss sum (a
+// double in device memory, read and zeroed by loss_sum_read_impl) without
+// waiting: calls are added in stream order.
 //
 // Labels: a negative label marks an ignored row (ops/softmax_xent.h,
 // scalar::xent_ignored): its loss is exactly 0, its dlogits row exactly 0,
@@ -81,13 +81,14 @@ __global__ void xent_rows_kernel(const void* logits, DType lt, const int32_t* la
 }
 
 // Sum of the row losses in double: thread i adds rows i, i+kThreads, ... in
-// order, then a fixed tree; the total is added to *loss_sum. One block.
-__global__ void sum_rows_kernel(const float* row_loss, int64_t rows, double* loss_sum) {
+// order, then a fixed tree; the total is stored in *out, or added to it
+// (`accumulate`: the deferred loss sum). One block.
+__global__ void sum_rows_kernel(const float* row_loss, int64_t rows, double* out, bool accumulate) {
   __shared__ double smem[kWarps];
   double acc = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) acc += static_cast<double>(row_loss[r]);
   const double total = block_reduce(acc, 0.0, SumOp{}, smem);
-  if (threadIdx.x == 0) *loss_sum += total;
+  if (threadIdx.x == 0) *out = accumulate ? *out + total : total;
 }
 
 __global__ void xent_backward_kernel(void* dlogits, DType dt, const float* probs, const int32_t* labels, int64_t rows,
@@ -174,28 +175,36 @@ void check_rows(const char* op, const Tensor& logits) {
 
 // The forward and fused ops over B > 0 rows of C > 0 logits: xent_rows_kernel
 // writes each row's loss and either probs (forward) or dlogits (fused), then
-// sum_rows_kernel adds the row losses to the device's loss sum. Asynchronous.
-// `rows` names the row kernel's launch in errors.
-void xent_rows_and_sum(CudaDevice& dev, const char* rows, const Tensor& logits, const Tensor& labels, float* probs,
-                       void* dlogits, DType dt, float grad_scale) {
+// sum_rows_kernel sums the row losses. Deferred: added to the device's loss
+// sum, 0 returned at once; otherwise returned (waits). `op` names the op,
+// `rows` the row kernel's launch, in errors.
+double xent_rows_and_sum(CudaDevice& dev, const char* op, const char* rows, const Tensor& logits,
+                         const Tensor& labels, float* probs, void* dlogits, DType dt, float grad_scale,
+                         bool deferred) {
   const int64_t B = logits.rows(), C = logits.cols();
   auto* row_loss = static_cast<float*>(dev.scratch(kScratchReduce, static_cast<size_t>(B) * sizeof(float)));
   xent_rows_kernel<<<static_cast<unsigned>(B), kThreads, 0, dev.stream()>>>(
       logits.data, logits.dtype, static_cast<const int32_t*>(labels.data), C, probs, dlogits, dt, grad_scale,
       row_loss, dev.device_flags());
   MPB_CHECK_LAUNCH(rows);
-  sum_rows_kernel<<<1, kThreads, 0, dev.stream()>>>(row_loss, B, dev.loss_sum());
+  double* total = deferred ? dev.loss_sum() : static_cast<double*>(dev.scratch(kScratchResult, sizeof(double)));
+  sum_rows_kernel<<<1, kThreads, 0, dev.stream()>>>(row_loss, B, total, deferred);
   MPB_CHECK_LAUNCH("sum_rows_kernel");
+  if (deferred) return 0.0;
+  double host = 0.0;
+  dev.read_back(&host, total, sizeof(host), op);
+  return host;
 }
 
 }  // namespace
 
-void CudaDevice::softmax_xent_forward_impl(const Tensor& probs, const Tensor& logits, const Tensor& labels) {
+double CudaDevice::softmax_xent_forward_impl(const Tensor& probs, const Tensor& logits, const Tensor& labels,
+                                             bool deferred) {
   check_rows("softmax_xent_forward", logits);
   const int64_t B = logits.rows(), C = logits.cols();
-  if (B == 0 || C == 0) return;
-  xent_rows_and_sum(*this, "xent_rows_kernel(forward)", logits, labels, static_cast<float*>(probs.data), nullptr,
-                    DType::F32, 0.0f);
+  if (B == 0 || C == 0) return 0.0;
+  return xent_rows_and_sum(*this, "softmax_xent_forward", "xent_rows_kernel(forward)", logits, labels,
+                           static_cast<float*>(probs.data), nullptr, DType::F32, 0.0f, deferred);
 }
 
 void CudaDevice::softmax_xent_backward_impl(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
@@ -209,24 +218,25 @@ void CudaDevice::softmax_xent_backward_impl(const Tensor& dlogits, const Tensor&
   MPB_CHECK_LAUNCH("xent_backward_kernel");
 }
 
-void CudaDevice::softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
-                                         float grad_scale) {
+double CudaDevice::softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
+                                           float grad_scale, bool deferred) {
   check_rows("softmax_xent_fused", logits);
   const int64_t B = logits.rows(), C = logits.cols();
-  if (B == 0 || C == 0) return;
+  if (B == 0 || C == 0) return 0.0;
   // In place (the contract: same dtype) works: each element is read and
   // written by one thread, after the row's reductions.
-  xent_rows_and_sum(*this, "xent_rows_kernel(fused)", logits, labels, nullptr, dlogits.data, dlogits.dtype,
-                    grad_scale);
+  return xent_rows_and_sum(*this, "softmax_xent_fused", "xent_rows_kernel(fused)", logits, labels, nullptr,
+                           dlogits.data, dlogits.dtype, grad_scale, deferred);
 }
 
 // Copies the sum out, queues its zeroing, then waits (and raises a flagged
-// bad label): the sum is zero afterwards whether or not this throws.
-double CudaDevice::loss_sum_read_impl(const char* op) {
+// bad label): once the copy is queued, the sum is zero afterwards whether or
+// not the wait raises a device error.
+double CudaDevice::loss_sum_read_impl() {
   double host = 0.0;
   MPB_CUDA_CHECK(cudaMemcpyAsync(&host, loss_sum(), sizeof(host), cudaMemcpyDeviceToHost, stream()));
   MPB_CUDA_CHECK(cudaMemsetAsync(loss_sum(), 0, sizeof(double), stream()));
-  sync_and_check(op);
+  sync_and_check("read_loss_sum");
   return host;
 }
 

@@ -60,16 +60,16 @@ class RecordingDevice final : public Device {
     record("activation_backward");
   }
   void bias_grad_impl(const Tensor&, const Tensor&, GradMode) override { record("bias_grad"); }
-  void softmax_xent_forward_impl(const Tensor&, const Tensor&, const Tensor&) override {
-    record("softmax_xent_forward");
+  double softmax_xent_forward_impl(const Tensor&, const Tensor&, const Tensor&, bool) override {
+    return record("softmax_xent_forward");
   }
   void softmax_xent_backward_impl(const Tensor&, const Tensor&, const Tensor&, float) override {
     record("softmax_xent_backward");
   }
-  void softmax_xent_fused_impl(const Tensor&, const Tensor&, const Tensor&, float) override {
-    record("softmax_xent_fused");
+  double softmax_xent_fused_impl(const Tensor&, const Tensor&, const Tensor&, float, bool) override {
+    return record("softmax_xent_fused");
   }
-  double loss_sum_read_impl(const char*) override { return record("loss_sum_read"); }
+  double loss_sum_read_impl() override { return record("loss_sum_read"); }
   int64_t count_correct_impl(const Tensor&, const Tensor&) override { return record("count_correct"); }
   TensorStats stats_impl(const Tensor&) override {
     record("stats");
@@ -669,10 +669,7 @@ TEST(DeviceContract, AGoodCallReachesItsOwnImplementation) {
     SCOPED_TRACE(op);
     fake.calls.clear();
     EXPECT_NO_THROW(call());
-    // The two loss ops that return their value read the device's loss sum.
-    std::vector<std::string> want{op};
-    if (op == "softmax_xent_forward" || op == "softmax_xent_fused") want.emplace_back("loss_sum_read");
-    EXPECT_EQ(fake.calls, want);
+    EXPECT_EQ(fake.calls, std::vector<std::string>{op});
   }
   // Deferred: no read until read_loss_sum().
   fake.calls.clear();
@@ -683,55 +680,49 @@ TEST(DeviceContract, AGoodCallReachesItsOwnImplementation) {
   EXPECT_EQ(fake.calls.back(), "loss_sum_read");
 }
 
-// The deferred loss sum (core/device.h): the CPU adds in call order, so two
-// deferred calls read once give the bits of the two returned values added on
-// the host; the read zeroes the sum; a returning loss op refuses while a
-// deferred sum is unread (its read would take it along), before reaching the
-// backend; the deferred ops check their arguments as the returning ones do.
-TEST(DeviceContract, TheDeferredLossSumAddsInOrderAndIsReadOnce) {
+// The deferred loss sum (core/device.h): the CPU adds in call order, so
+// deferred calls read once give the bits of their returned values added in
+// that order on the host; the read zeroes the sum; returning calls between
+// deferred ones neither read nor change it; a labels error adds nothing; the
+// deferred ops check their arguments as the returning ones do.
+TEST(DeviceContract, TheDeferredLossSumAddsInCallOrderAndIsReadOnce) {
   auto cpu = make_cpu_device();
   const std::vector<float> x = {0.5f, -1.0f, 2.0f, 0.25f, 3.0f, 1.0f, -2.0f, 0.0f};
-  const int32_t y[2] = {2, -100};  // an ignored row adds nothing
+  const int32_t ya[2] = {2, -100}, yb[2] = {1, 3}, bad[2] = {1, 4};  // -100: an ignored row adds nothing
   DeviceBuffer logits = cpu->alloc(Shape{2, 4}, DType::F32, MemCategory::Activations);
   DeviceBuffer probs = cpu->alloc(Shape{2, 4}, DType::F32, MemCategory::Activations);
   DeviceBuffer dl = cpu->alloc(Shape{2, 4}, DType::BF16, MemCategory::Activations);
-  DeviceBuffer labels = cpu->alloc(Shape{2}, DType::I32, MemCategory::Activations);
+  DeviceBuffer la = cpu->alloc(Shape{2}, DType::I32, MemCategory::Activations);
+  DeviceBuffer lb = cpu->alloc(Shape{2}, DType::I32, MemCategory::Activations);
+  DeviceBuffer lbad = cpu->alloc(Shape{2}, DType::I32, MemCategory::Activations);
   cpu->upload(logits, x.data());
-  cpu->upload(labels, y);
-  const double one = cpu->softmax_xent_forward(probs, logits, labels);
-  const double fused = cpu->softmax_xent_fused(dl, logits, labels, 1.0f);
+  cpu->upload(la, ya);
+  cpu->upload(lb, yb);
+  cpu->upload(lbad, bad);
+  const double a = cpu->softmax_xent_forward(probs, logits, la);
+  const double b = cpu->softmax_xent_fused(dl, logits, lb, 1.0f);
+  ASSERT_NE(a, b);
   const int64_t syncs = cpu->counters().host_syncs;
-  cpu->softmax_xent_forward_deferred(probs, logits, labels);
-  cpu->softmax_xent_fused_deferred(dl, logits, labels, 1.0f);
-  cpu->softmax_xent_forward_deferred(probs, logits, labels);
-  EXPECT_EQ(cpu->counters().host_syncs, syncs) << "a deferred loss op waited";
-  EXPECT_EQ(cpu->read_loss_sum(), one + fused + one);
-  EXPECT_EQ(cpu->counters().host_syncs, syncs + 1);
+  cpu->softmax_xent_forward_deferred(probs, logits, la);
+  cpu->softmax_xent_fused_deferred(dl, logits, lb, 1.0f);
+  EXPECT_EQ(cpu->softmax_xent_forward(probs, logits, lb), b) << "a returning call between deferred ones";
+  EXPECT_THROW(cpu->softmax_xent_fused_deferred(dl, logits, lbad, 1.0f), std::out_of_range);
+  cpu->softmax_xent_forward_deferred(probs, logits, lb);
+  EXPECT_EQ(cpu->counters().host_syncs, syncs + 1) << "only the returning call waited";
+  const double want = ((0.0 + a) + b) + b;  // call order
+  EXPECT_EQ(cpu->read_loss_sum(), want);
+  EXPECT_EQ(cpu->counters().host_syncs, syncs + 2);
   EXPECT_EQ(cpu->read_loss_sum(), 0.0) << "the read zeroes the sum";
 
-  cpu->softmax_xent_fused_deferred(dl, logits, labels, 1.0f);
-  for (int op = 0; op < 2; ++op) {
-    const char* name = op == 0 ? "softmax_xent_forward" : "softmax_xent_fused";
-    try {
-      if (op == 0) cpu->softmax_xent_forward(probs, logits, labels);
-      else cpu->softmax_xent_fused(dl, logits, labels, 1.0f);
-      ADD_FAILURE() << name << " read past an unread deferred sum";
-    } catch (const std::logic_error& e) {
-      EXPECT_EQ(std::string(e.what()).rfind(std::string(name) + ": a deferred loss sum is unread", 0), 0u) << e.what();
-    }
-  }
-  EXPECT_EQ(cpu->read_loss_sum(), fused) << "the refused calls added nothing";
-  EXPECT_EQ(cpu->softmax_xent_forward(probs, logits, labels), one) << "after the read, returning ops work again";
-
   RecordingDevice fake;
-  fake.softmax_xent_fused_deferred(dl, logits, labels, 1.0f);
-  fake.calls.clear();
-  EXPECT_THROW(fake.softmax_xent_fused(dl, logits, labels, 1.0f), std::logic_error);
-  EXPECT_TRUE(fake.calls.empty()) << "a refused call reached the backend";
+  fake.softmax_xent_forward_deferred(probs, logits, la);
+  fake.softmax_xent_fused(dl, logits, la, 1.0f);
+  EXPECT_EQ(fake.calls, (std::vector<std::string>{"softmax_xent_forward", "softmax_xent_fused"}))
+      << "a returning call reads no deferred sum";
 
   DeviceBuffer probs7 = cpu->alloc(Shape{7}, DType::F32, MemCategory::Activations);
   try {
-    cpu->softmax_xent_forward_deferred(probs7, logits, labels);
+    cpu->softmax_xent_forward_deferred(probs7, logits, la);
     ADD_FAILURE() << "a bad deferred call was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("softmax_xent_forward: probs must hold 8 elements"), std::string::npos)

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -167,6 +168,19 @@ TEST_F(CudaOps, SoftmaxXentBadLabelIsReported) {
   DeviceBuffer bigger = put(*gpu_, ints({1, 11, 0, 2}, Shape{4}));
   EXPECT_THROW(gpu_->count_correct(logits, bigger), DeviceError);
   gpu_->synchronize();
+  // Deferred: reported at the next synchronising call, which also drops the
+  // NaN the bad row put into the loss sum; later losses read alone.
+  gpu_->softmax_xent_forward_deferred(probs, logits, big);
+  EXPECT_THROW(gpu_->synchronize(), DeviceError);
+  DeviceBuffer good = put(*gpu_, ints({1, 2, 0, 2}, Shape{4}));
+  const double one = gpu_->softmax_xent_forward(probs, logits, good);
+  EXPECT_TRUE(std::isfinite(one));
+  gpu_->softmax_xent_forward_deferred(probs, logits, good);
+  EXPECT_EQ(gpu_->read_loss_sum(), one);
+  // A bad row found by the read itself: raised there, and the sum is zero after.
+  gpu_->softmax_xent_fused_deferred(probs, logits, big, 1.0f);
+  EXPECT_THROW(gpu_->read_loss_sum(), DeviceError);
+  EXPECT_EQ(gpu_->read_loss_sum(), 0.0);
 }
 
 // cuBLASLt computes a 16-bit C only from 16-bit compute: an fp16 C with fp32

@@ -1,7 +1,8 @@
 // Issue 10 on a GPU: a warmed-up training step makes no allocation, builds
 // no cuBLASLt plan and waits for the device only where the trainer means to
-// (each micro-batch's loss, the gradient statistics, the timer: batches are
-// uploaded asynchronously through pinned staging); and cuBLASLt's forward
+// (the gradient statistics, the timer and the step's loss, read once after the
+// timer whatever the number of micro-batches: batches are uploaded
+// asynchronously through pinned staging); and cuBLASLt's forward
 // epilogues at m == 1 and n == 1, where the heuristic may refuse them, give
 // the CPU's result through the counted fallback, with "no algorithm" cached;
 // and the asynchronous uploads behind the first part.
@@ -64,7 +65,7 @@ TEST(CudaStepCounters, WarmedUpStepsAllocateNothingBuildNoPlanAndSyncOnlyWhereMe
   for (bool bert : {false, true})
     for (const char* precision : {"fp32", "amp_bf16", "amp_fp16"})
       for (bool fused : {false, true})
-        for (int accumulation : {1, 2}) {
+        for (int accumulation : {1, 2, 4}) {
           const CellConfig c = cell(bert, precision, fused, accumulation);
           SCOPED_TRACE(std::string(bert ? "bert " : "mlp ") + precision + (fused ? " fused" : " unfused") +
                        " accumulation " + std::to_string(accumulation));
