@@ -121,8 +121,8 @@ void Trainer::step(int step) {
     // (and loss_weight) multiply it. The losses add up on the device.
     const DeviceRange range(dev_, "micro-batch forward+backward");
     model_.train_micro(model_.input().row_slice(0, micro), y_.tensor().flat_slice(0, micro * per),
-                                   float(S * cfg_.loss_weight / label_count),
-                                   mb == 0 ? GradMode::Overwrite : GradMode::Accumulate);
+                       float(S * cfg_.loss_weight / label_count),
+                       mb == 0 ? GradMode::Overwrite : GradMode::Accumulate);
     model_.set_probe({});
     sample_ = nullptr;
   }
