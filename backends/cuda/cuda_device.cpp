@@ -175,6 +175,16 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     void* flags_dev = nullptr;
     MPB_CUDA_CHECK(cudaHostGetDevicePointer(&flags_dev, flags, 0));
     flags_dev_ = static_cast<int*>(flags_dev);
+    // The loss ops' deferred sum, mapped pinned memory as the flags are: the
+    // sum kernel adds to it from the device; the host reads and zeroes it
+    // after a stream synchronisation (one wait, no copy, no launch).
+    void* sum = nullptr;
+    MPB_CUDA_CHECK(cudaHostAlloc(&sum, sizeof(double), cudaHostAllocMapped));
+    loss_sum_host_ = static_cast<double*>(sum);
+    *loss_sum_host_ = 0.0;
+    void* sum_dev = nullptr;
+    MPB_CUDA_CHECK(cudaHostGetDevicePointer(&sum_dev, sum, 0));
+    loss_sum_dev_ = static_cast<double*>(sum_dev);
 
     info_.kind = "cuda";
     info_.name = prop.name;
@@ -206,9 +216,6 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     info_.versions.emplace_back("cudnn_frontend", cudnn_frontend_version());
 
     staging_ = std::make_unique<PinnedStaging>(*this, stream_);
-    // One double (no F64 dtype: two F32 slots), allocated here so that no step allocates it.
-    loss_sum_buf_ = alloc(Shape{2}, DType::F32, MemCategory::Workspace);
-    MPB_CUDA_CHECK(cudaMemsetAsync(loss_sum(), 0, sizeof(double), stream_));
 #ifdef MPB_HAVE_CUDNN_FRONTEND
     sdpa_ = std::make_unique<CudnnSdpa>(*this);  // cudnnCreate, on stream_
 #endif
@@ -220,8 +227,9 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     sdpa_.reset();
 #endif
     staging_.reset();
-    loss_sum_buf_.release();
+    if (loss_sum_host_) MPB_CUDA_REPORT(cudaFreeHost(loss_sum_host_));
     if (flags_host_) MPB_CUDA_REPORT(cudaFreeHost(flags_host_));
+    loss_sum_host_ = nullptr;
     if (stream_) MPB_CUDA_REPORT(cudaStreamDestroy(stream_));
     flags_host_ = nullptr;
     stream_ = nullptr;
@@ -237,7 +245,7 @@ CudaDevice::~CudaDevice() {
 #endif
   staging_.reset();
   for (DeviceBuffer& b : scratch_) b.release();
-  loss_sum_buf_.release();
+  MPB_CUDA_REPORT(cudaFreeHost(loss_sum_host_));
   MPB_CUDA_REPORT(cudaFreeHost(flags_host_));
   MPB_CUDA_REPORT(cudaStreamDestroy(stream_));
   if (!deferred_error_.empty())
@@ -348,9 +356,8 @@ void CudaDevice::check_flags_and_deferred(const char* op) {
            "last synchronising call; negative labels are ignored rows, not errors); their results are invalid";
     // A deferred loss sum it reached is NaN and has now been reported: drop
     // it, so that a caller who goes on reads only later losses (the CPU, which
-    // throws at the op, adds nothing either).
-    const cudaError_t err = cudaMemsetAsync(loss_sum(), 0, sizeof(double), stream_);
-    if (err != cudaSuccess) msg += std::string("; zeroing the loss sum failed: ") + cudaGetErrorString(err);
+    // throws at the op, adds nothing either). The stream is idle here.
+    *static_cast<volatile double*>(loss_sum_host_) = 0.0;
   }
   if (bad_id)
     msg += std::string(msg.empty() ? "" : "; ") +

@@ -93,8 +93,9 @@ class CudaDevice final : public Device {
   void* scratch(ScratchSlot slot, size_t bytes);
   // Device-visible pointer to the kFlagCount error flags.
   int* device_flags() const { return flags_dev_; }
-  // The loss ops' deferred sum (Device::read_loss_sum): one double in device memory.
-  double* loss_sum() const { return static_cast<double*>(loss_sum_buf_.tensor().data); }
+  // Device-visible pointer to the loss ops' deferred sum (Device::read_loss_sum):
+  // one double of mapped pinned memory.
+  double* loss_sum() const { return loss_sum_dev_; }
   // Waits for the stream, then raises (DeviceError) any error deferred from a
   // noexcept path or flagged by a kernel. `op` names the caller in messages.
   void sync_and_check(const char* op);
@@ -126,12 +127,13 @@ class CudaDevice final : public Device {
   cudaStream_t stream_ = nullptr;
   int* flags_host_ = nullptr;  // pinned, mapped
   int* flags_dev_ = nullptr;
+  double* loss_sum_host_ = nullptr;  // pinned, mapped; zeroed at construction and by each read
+  double* loss_sum_dev_ = nullptr;
   std::string deferred_error_;  // from raw_free/release paths that must not throw
   // cudaMalloc'd bytes now and at most, and each live allocation's size (raw_alloc/raw_free).
   size_t reserved_now_ = 0, reserved_peak_ = 0;
   std::unordered_map<void*, size_t> reserved_sizes_;
   std::array<DeviceBuffer, kScratchCount> scratch_;
-  DeviceBuffer loss_sum_buf_;  // 8 bytes, zeroed at construction and by each read
   std::unique_ptr<CublasLtGemm> gemm_;
   std::unique_ptr<PinnedStaging> staging_;  // Device::upload's pinned buffers
 #ifdef MPB_HAVE_CUDNN_FRONTEND

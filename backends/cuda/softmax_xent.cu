@@ -3,8 +3,8 @@
 // ops/softmax_xent.h. Row losses are summed into a double in a fixed order by
 // a single block, so a call's loss is bit-reproducible. A returning call reads
 // it back (a host wait); a deferred one adds it to the device's loss sum (a
-// double in device memory, read and zeroed by loss_sum_read_impl) without
-// waiting: calls are added in stream order.
+// double in mapped pinned memory, read and zeroed by loss_sum_read_impl)
+// without waiting: calls are added in stream order.
 //
 // Labels: a negative label marks an ignored row (ops/softmax_xent.h,
 // scalar::xent_ignored): its loss is exactly 0, its dlogits row exactly 0,
@@ -229,14 +229,19 @@ double CudaDevice::softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& 
                            dlogits.data, dlogits.dtype, grad_scale, deferred);
 }
 
-// Copies the sum out, queues its zeroing, then waits (and raises a flagged
-// bad label): once the copy is queued, the sum is zero afterwards whether or
-// not the wait raises a device error.
+// Waits for the stream (and raises a flagged bad label), then reads the
+// mapped sum and zeroes it: the sum is zero afterwards whether or not the
+// wait raises a device error.
 double CudaDevice::loss_sum_read_impl() {
-  double host = 0.0;
-  MPB_CUDA_CHECK(cudaMemcpyAsync(&host, loss_sum(), sizeof(host), cudaMemcpyDeviceToHost, stream()));
-  MPB_CUDA_CHECK(cudaMemsetAsync(loss_sum(), 0, sizeof(double), stream()));
-  sync_and_check("read_loss_sum");
+  volatile double* sum = loss_sum_host_;
+  try {
+    sync_and_check("read_loss_sum");
+  } catch (...) {
+    *sum = 0.0;
+    throw;
+  }
+  const double host = *sum;
+  *sum = 0.0;
   return host;
 }
 
