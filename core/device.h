@@ -194,6 +194,36 @@ struct TensorStats {
   int64_t nonfinite = 0;  // inf or NaN elements
 };
 
+// What Device::read_step_results returns: the deferred loss sum and the last
+// decide_step's statistics and decision (scalar::decide_step, ops/optimizer.h).
+struct StepResults {
+  double loss_sum = 0.0;
+  TensorStats grad_stats;  // of the gradients decide_step looked at
+  bool skip = false;       // a gradient was non-finite: the decided optimizer ops did nothing
+  double grad_norm = 0.0;  // of the unscaled gradient; 0 when skipped
+  float grad_scale = 0.0f; // the factor the decided optimizer ops multiplied gradients by; 0 when skipped
+};
+
+// An optimizer op's gradient multiplier: a host value (implicitly, from a
+// float), or GradScale::decided(): the factor of the device's last
+// decide_step, which also skips the update when that step was decided a skip.
+// The decided form needs no host wait between the gradients and the update.
+class GradScale {
+ public:
+  GradScale(float value) : value_(value) {}  // NOLINT(google-explicit-constructor): a host value reads as one
+  static GradScale decided() {
+    GradScale g(0.0f);
+    g.decided_ = true;
+    return g;
+  }
+  bool is_decided() const { return decided_; }
+  float value() const { return value_; }  // the host value (0 when decided)
+
+ private:
+  float value_;
+  bool decided_ = false;
+};
+
 // Magnitude exponents: bins[i] counts finite non-zero x with
 // floor(log2|x|) == lo + i (values below lo land in bin 0, above in the last).
 struct ExponentHistogram {
@@ -352,6 +382,20 @@ class Device {
   void softmax_xent_fused_deferred(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
                                    float grad_scale);
   double read_loss_sum();
+
+  // --- the optimizer step's decision, made on the device -----------------------
+  // decide_step computes stats(grads) and, from them, scalar::decide_step
+  // (ops/optimizer.h): skip on a non-finite gradient, else unscale x clip
+  // (grad_clip <= 0: no clipping) by the host's double formula. The decision
+  // stays on the device for the optimizer ops given GradScale::decided(), so a
+  // step needs no host wait between its backward pass and its update (PyTorch's
+  // GradScaler waits there: found_inf.item()). read_step_results returns the
+  // deferred loss sum (which it zeroes, as read_loss_sum does) and the last
+  // decision with its statistics: one host sync, after the step's timer.
+  // Reading, or a decided optimizer op, before any decide_step throws
+  // std::logic_error. loss_scale finite and >= 0.
+  void decide_step(const Tensor& grads, double loss_scale, double grad_clip);
+  StepResults read_step_results();
   // Number of rows whose argmax equals the label.
   int64_t count_correct(const Tensor& logits, const Tensor& labels);
   // The sparse MLM head's gather list: a stable partition of the positions of
@@ -442,7 +486,8 @@ class Device {
   // Parameters are fp32 master weights, or half when a policy has none
   // (apex O3: each update is rounded to half); gradients any float dtype;
   // state always fp32; all with the parameters' element count. grads are
-  // multiplied by grad_scale first (unscaling and clipping folded in). fused:
+  // multiplied by grad_scale first (unscaling and clipping folded in; a
+  // decided GradScale may also skip the whole update). fused:
   // one pass per element over (param, grad, m, v); unfused: one pass per
   // update equation, as a framework without a fused optimizer runs.
   // Both give bit-identical results (same per-element arithmetic).
@@ -456,10 +501,10 @@ class Device {
   // optimizer.decay_exclude); non-empty, sorted, disjoint, within param. The
   // update there is bit-identical to a call on that range with weight_decay 0.
   void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWHyper& h,
-                  float grad_scale, bool fused, const Tensor& param_copy,
+                  GradScale grad_scale, bool fused, const Tensor& param_copy,
                   const std::vector<ElementRange>& no_decay = {});
   void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
-                float grad_scale, const std::vector<ElementRange>& no_decay = {});
+                GradScale grad_scale, const std::vector<ElementRange>& no_decay = {});
   // LAMB (ops/optimizer.h), always fused: the per-tensor trust ratio needs
   // every tensor's norms, so one call updates all `tensors` of the flat
   // param (non-empty, in order, tiling [0, numel) exactly) with no host wait.
@@ -467,7 +512,7 @@ class Device {
   // elements the backend may overwrite (the caller allocates it once, so a
   // step allocates nothing). param_copy as adamw_step's.
   void lamb_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const LambHyper& h,
-                 float grad_scale, const Tensor& param_copy, const std::vector<LambTensor>& tensors,
+                 GradScale grad_scale, const Tensor& param_copy, const std::vector<LambTensor>& tensors,
                  const Tensor& scratch);
 
  protected:
@@ -499,6 +544,11 @@ class Device {
   virtual int64_t count_correct_impl(const Tensor& logits, const Tensor& labels) = 0;
   virtual void label_positions_impl(const Tensor& pos, const Tensor& pos_labels, const Tensor& labels) = 0;
   virtual TensorStats stats_impl(const Tensor& t) = 0;
+  // decide_step_impl keeps the statistics and decision on the device;
+  // step_results_read_impl returns them with the loss sum, which it zeroes
+  // (waiting for the device).
+  virtual void decide_step_impl(const Tensor& grads, double loss_scale, double grad_clip) = 0;
+  virtual StepResults step_results_read_impl() = 0;
   virtual ExponentHistogram exponent_histogram_impl(const Tensor& t, int lo, int nbins) = 0;
   virtual void add_impl(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
   virtual void layernorm_forward_impl(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
@@ -527,12 +577,12 @@ class Device {
                                        GradMode mode) = 0;
   virtual void dropout_impl(const Tensor& out, const Tensor& in, float p, uint64_t seed) = 0;
   virtual void adamw_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                               const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy,
+                               const AdamWHyper& h, GradScale grad_scale, bool fused, const Tensor& param_copy,
                                const std::vector<ElementRange>& no_decay) = 0;
   virtual void sgd_step_impl(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
-                             const SgdHyper& h, float grad_scale, const std::vector<ElementRange>& no_decay) = 0;
+                             const SgdHyper& h, GradScale grad_scale, const std::vector<ElementRange>& no_decay) = 0;
   virtual void lamb_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                              const LambHyper& h, float grad_scale, const Tensor& param_copy,
+                              const LambHyper& h, GradScale grad_scale, const Tensor& param_copy,
                               const std::vector<LambTensor>& tensors, const Tensor& scratch) = 0;
 
   friend class DeviceBuffer;
@@ -547,6 +597,7 @@ class Device {
   MemoryTracker tracker_;
   DeviceCounters counters_;
   int64_t attention_impl_notes_ = 0;
+  bool decided_ = false;  // a decide_step has run (read_step_results and GradScale::decided() need one)
 };
 
 // Thrown when a device can't be created or an op fails (with the reason).

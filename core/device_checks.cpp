@@ -6,6 +6,7 @@
 // Messages are "<op>: <argument> <what is wrong>", with dtypes and shapes
 // ("float16 [4,8]"). Checks only compare numbers: they never read tensor data
 // and never build a string unless they fail.
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
@@ -473,6 +474,22 @@ TensorStats Device::stats(const Tensor& t) {
   return stats_impl(t);
 }
 
+void Device::decide_step(const Tensor& grads, double loss_scale, double grad_clip) {
+  need_float("decide_step", "grads", grads);
+  // 0 is allowed: a dynamic scale that backed off to nothing (no `min`) still
+  // gets the host formula's answer, as it did before the decision moved here.
+  if (!(loss_scale >= 0.0) || !std::isfinite(loss_scale))
+    fail("decide_step", "loss_scale must be finite and >= 0, got " + std::to_string(loss_scale));
+  decide_step_impl(grads, loss_scale, grad_clip);
+  decided_ = true;
+}
+
+StepResults Device::read_step_results() {
+  if (!decided_) throw std::logic_error("read_step_results: no decide_step has run on this device");
+  note_host_sync();
+  return step_results_read_impl();
+}
+
 ExponentHistogram Device::exponent_histogram(const Tensor& t, int lo, int nbins) {
   if (nbins < 1) fail("exponent_histogram", "nbins must be >= 1, got " + num(int64_t{nbins}));
   need_float("exponent_histogram", "t", t);
@@ -616,26 +633,36 @@ void Device::dropout(const Tensor& out, const Tensor& in, float p, uint64_t seed
 }
 
 // ---- optimizers ------------------------------------------------------------------------------
+namespace {
+void need_decision(const char* op, GradScale grad_scale, bool decided) {
+  if (grad_scale.is_decided() && !decided)
+    throw std::logic_error(std::string(op) + ": GradScale::decided() before any decide_step on this device");
+}
+}  // namespace
+
 void Device::adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                        const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy,
+                        const AdamWHyper& h, GradScale grad_scale, bool fused, const Tensor& param_copy,
                         const std::vector<ElementRange>& no_decay) {
   const char* op = "adamw_step";
+  need_decision(op, grad_scale, decided_);
   check_adam_state(op, param, grad, m, v, h.step, param_copy);
   need_ranges(op, "no_decay", no_decay, param);
   adamw_step_impl(param, grad, m, v, h, grad_scale, fused, param_copy, no_decay);
 }
 
 void Device::sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
-                      float grad_scale, const std::vector<ElementRange>& no_decay) {
+                      GradScale grad_scale, const std::vector<ElementRange>& no_decay) {
+  need_decision("sgd_step", grad_scale, decided_);
   check_state("sgd_step", param, grad, "momentum_buf", momentum_buf);
   need_ranges("sgd_step", "no_decay", no_decay, param);
   sgd_step_impl(param, grad, momentum_buf, h, grad_scale, no_decay);
 }
 
 void Device::lamb_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const LambHyper& h,
-                       float grad_scale, const Tensor& param_copy, const std::vector<LambTensor>& tensors,
+                       GradScale grad_scale, const Tensor& param_copy, const std::vector<LambTensor>& tensors,
                        const Tensor& scratch) {
   const char* op = "lamb_step";
+  need_decision(op, grad_scale, decided_);
   check_adam_state(op, param, grad, m, v, h.step, param_copy);
   // The tensors tile the parameters: every element belongs to exactly one trust ratio.
   if (tensors.empty()) fail(op, "tensors is empty");

@@ -17,7 +17,8 @@ void add_layernorm_cases(std::vector<OpCase>& v);    // layernorm_* residual_lay
 void add_attention_cases(std::vector<OpCase>& v);    // masked_softmax_forward softmax_backward attention_*
 void add_embedding_cases(std::vector<OpCase>& v);    // embedding_forward/backward
 void add_label_position_cases(std::vector<OpCase>& v);  // label_positions + the sparse head's gather/scatter
-void add_optimizer_cases(std::vector<OpCase>& v);    // adamw_step sgd_step
+void add_optimizer_cases(std::vector<OpCase>& v);    // adamw_step sgd_step lamb_step
+void add_decide_step_cases(std::vector<OpCase>& v);  // decide_step + the decided optimizer ops
 void add_gemm_cases(std::vector<OpCase>& v);         // gemm: modes, epilogues, batches, backward epilogues
 
 inline constexpr DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};

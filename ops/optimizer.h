@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <vector>
 
@@ -148,6 +149,32 @@ MPB_HD inline float lamb_scaled_lr(float lr, double w_sq, double u_sq) {
 }
 
 MPB_HD inline void lamb_param(float& w, float u, float scaled_lr) { w = w - scaled_lr * u; }
+
+// One optimizer step's decision from its gradients' statistics (the loss
+// scaler's finite check and gradient clipping; Device::decide_step): skip when
+// a gradient is non-finite; otherwise the norm of the unscaled gradient, and
+// the factor the update multiplies the gradients by (unscale x clip), rounded
+// to fp32 once. Double throughout: sqrt and division are correctly rounded on
+// the host and on a GPU (no fast-math; the CUDA build has --fmad=false), so a
+// decision made on either from the same statistics has the same bits. On a
+// skip, norm and grad_scale are 0 (the caller records the norm as NaN).
+struct StepDecision {
+  bool skip;
+  double norm;
+  float grad_scale;
+};
+
+MPB_HD inline StepDecision decide_step(double sum_squares, long long nonfinite, double loss_scale,
+                                       double grad_clip) {
+  StepDecision d{};
+  // sum_squares >= 0 by construction: "not <= DBL_MAX" is inf or NaN.
+  d.skip = nonfinite != 0 || !(sum_squares <= DBL_MAX);
+  if (d.skip) return d;
+  d.norm = sqrt(sum_squares) / loss_scale;
+  const double clip = (grad_clip > 0.0 && d.norm > grad_clip) ? grad_clip / d.norm : 1.0;
+  d.grad_scale = static_cast<float>(clip / loss_scale);
+  return d;
+}
 
 // SGD with momentum and coupled weight decay (torch.optim.SGD, dampening 0).
 struct SgdStep {

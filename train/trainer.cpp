@@ -131,51 +131,11 @@ void Trainer::step(int step) {
     dev_.fill(model_.grads().flat_slice(0, 1), INFINITY);  // fault injection
   if (probe_step) add_stats(dev_, model_.grads(), sample.weight_grads, true);
 
-  // Once per optimizer step: unscale, finite check, norm, clip, step or skip.
+  // Once per optimizer step: finite check, norm, unscale and clip, step or
+  // skip, decided on the device, so nothing here waits for it.
   const DeviceRange range(dev_, "gradient statistics + optimizer step");
-  const TensorStats st = dev_.stats(model_.grads());
-  const bool finite = st.nonfinite == 0 && std::isfinite(st.sum_squares);
-  const double norm = finite ? std::sqrt(st.sum_squares) / S : NAN;  // of the (weighted) loss's gradient
-  const bool skip = scaler_.update(finite);
-  if (!skip) {
-    const double clip = (cfg_.optimizer.grad_clip > 0 && norm > cfg_.optimizer.grad_clip) ? cfg_.optimizer.grad_clip / norm : 1.0;
-    const float grad_scale = float(clip / S);  // unscale (fp32) and clip in one factor
-    const OptimizerConfig& o = cfg_.optimizer;
-    ++applied_;
-    const float lr = float(scheduled_lr(o.lr, o.warmup, o.decay, applied_, cfg_.steps));
-    bool copies_written = false;
-    if (o.kind == OptimizerKind::Sgd) {
-      dev_.sgd_step(model_.params(), model_.grads(), m_, SgdHyper{lr, float(o.momentum), float(o.weight_decay)},
-                    grad_scale, no_decay_);
-    } else if (o.kind == OptimizerKind::Lamb) {
-      // Always the fused op (the trust ratio needs every tensor's norms);
-      // fusion decides only whether it also writes the compute copy.
-      const LambHyper h{lr, float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), applied_,
-                        o.bias_correction};
-      const Tensor copy = cfg_.fused ? model_.weight_copy() : Tensor{};
-      dev_.lamb_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, copy, lamb_tensors_, lamb_scratch_);
-      copies_written = !copy.empty();
-    } else {
-      const AdamWHyper h{lr, float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), applied_};
-      if (cfg_.fused) {  // fused: one pass over every parameter, writing the compute copy too
-        const Tensor copy = model_.weight_copy();
-        dev_.adamw_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, true, copy, no_decay_);
-        copies_written = !copy.empty();
-      } else {  // per parameter tensor, as a framework's per-tensor loop over its parameter groups does
-        AdamWHyper no_decay = h;
-        no_decay.weight_decay = 0.0f;
-        const auto& params = model_.param_info();
-        for (size_t i = 0; i < params.size(); ++i) {
-          const ParamInfo& p = params[i];
-          const int64_t n = p.shape.numel();
-          dev_.adamw_step(model_.params().flat_slice(p.offset, n), model_.grads().flat_slice(p.offset, n),
-                          m_.tensor().flat_slice(p.offset, n), v_.tensor().flat_slice(p.offset, n),
-                          decayed_[i] ? h : no_decay, grad_scale, false, Tensor{});
-        }
-      }
-    }
-    if (!copies_written) model_.load_compute_weights();
-  }
+  dev_.decide_step(model_.grads(), S, cfg_.optimizer.grad_clip);
+  apply_update();
   // Precision fp8: this step's amaxes into the histories, next step's scales
   // (after skipped steps too, as Transformer Engine does).
   if (Fp8Linears* fp8 = model_.fp8()) {
@@ -187,21 +147,71 @@ void Trainer::step(int step) {
   timer_->stop();
 
   const double ms = timer_->elapsed_ms();
-  // The step's loss, read once after the timer (the device is idle by now);
-  // counted with the step's syncs.
-  const double loss_sum = dev_.read_loss_sum();
+  // The step's loss and decision, read once after the timer (the device is
+  // idle by now); counted with the step's syncs. The host's loss scaler and
+  // step count follow the device's decision: skip == a non-finite gradient,
+  // which is what LossScaler::update returns a skip for.
+  const StepResults r = dev_.read_step_results();
+  const bool skip = scaler_.update(!r.skip);
+  if (skip != r.skip) throw std::logic_error("Trainer: the loss scaler and the device disagree on a skip");
+  if (!skip) ++applied_;
+  const double norm = skip ? NAN : r.grad_norm;  // of the (weighted) loss's gradient
   rec_.host_syncs.push_back(dev_.counters().host_syncs - before.host_syncs);
   rec_.allocs.push_back(dev_.memory().snapshot().allocations + dev_.counters().pinned_allocs - allocs_before);
   rec_.plans_created.push_back(dev_.counters().plans_created - before.plans_created);
   wall_ += ms / 1000.0;
   rec_.step_ms.push_back(ms);
   rec_.wall_s.push_back(wall_);
-  rec_.loss.push_back(loss_sum / label_count);
+  rec_.loss.push_back(r.loss_sum / label_count);
   rec_.loss_scale.push_back(S);
   rec_.grad_norm.push_back(norm);
   rec_.skipped.push_back(skip ? 1 : 0);
   rec_.probed.push_back(probe_step ? 1 : 0);
   if (probe_step) rec_.numerics.push_back(sample);
+}
+
+// The update of applied step applied_ + 1 (the learning rate and bias
+// correction a step that is not skipped uses), its gradients multiplied by the
+// device's decision (Device::decide_step), which makes every op do nothing on
+// a skip. The compute copy is refreshed either way: after a skip it gets the
+// same values.
+void Trainer::apply_update() {
+  const GradScale grad_scale = GradScale::decided();
+  const OptimizerConfig& o = cfg_.optimizer;
+  const int64_t next = applied_ + 1;
+  const float lr = float(scheduled_lr(o.lr, o.warmup, o.decay, next, cfg_.steps));
+  bool copies_written = false;
+  if (o.kind == OptimizerKind::Sgd) {
+    dev_.sgd_step(model_.params(), model_.grads(), m_, SgdHyper{lr, float(o.momentum), float(o.weight_decay)},
+                  grad_scale, no_decay_);
+  } else if (o.kind == OptimizerKind::Lamb) {
+    // Always the fused op (the trust ratio needs every tensor's norms);
+    // fusion decides only whether it also writes the compute copy.
+    const LambHyper h{lr, float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), next,
+                      o.bias_correction};
+    const Tensor copy = cfg_.fused ? model_.weight_copy() : Tensor{};
+    dev_.lamb_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, copy, lamb_tensors_, lamb_scratch_);
+    copies_written = !copy.empty();
+  } else {
+    const AdamWHyper h{lr, float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), next};
+    if (cfg_.fused) {  // fused: one pass over every parameter, writing the compute copy too
+      const Tensor copy = model_.weight_copy();
+      dev_.adamw_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, true, copy, no_decay_);
+      copies_written = !copy.empty();
+    } else {  // per parameter tensor, as a framework's per-tensor loop over its parameter groups does
+      AdamWHyper no_decay = h;
+      no_decay.weight_decay = 0.0f;
+      const auto& params = model_.param_info();
+      for (size_t i = 0; i < params.size(); ++i) {
+        const ParamInfo& p = params[i];
+        const int64_t n = p.shape.numel();
+        dev_.adamw_step(model_.params().flat_slice(p.offset, n), model_.grads().flat_slice(p.offset, n),
+                        m_.tensor().flat_slice(p.offset, n), v_.tensor().flat_slice(p.offset, n),
+                        decayed_[i] ? h : no_decay, grad_scale, false, Tensor{});
+      }
+    }
+  }
+  if (!copies_written) model_.load_compute_weights();
 }
 
 // Eval samples [offset, offset + n), n <= the micro-batch.
@@ -232,9 +242,10 @@ void Trainer::warm_up() {
   // page faults) and grow-only scratch (the probes' histograms, the
   // accumulating micro-batches' GEMMs, the evaluation's batch sizes) happen
   // here instead of inside a timed step, which must then allocate nothing and
-  // create no plan (tests/models/test_step_counters.cpp). No optimizer step
-  // runs (it allocates nothing on either backend), the skip path is the
-  // optimizer not running, and step 1 overwrites the gradients.
+  // create no plan (tests/models/test_step_counters.cpp). The optimizer runs
+  // on its skip path: a planted inf makes the device decide a skip, so every
+  // update op launches and changes nothing (the host's loss scaler does not
+  // see it), and step 1 overwrites the gradients.
   HostBatch batch = data_.train_batch(1, cfg_.batch_size);
   const int64_t micro = model_.micro_batch();
   const int64_t per = data_.labels_per_sample();
@@ -253,8 +264,10 @@ void Trainer::warm_up() {
     sample_ = nullptr;
   }
   if (probes) add_stats(dev_, model_.grads(), sample.weight_grads, true);
-  dev_.stats(model_.grads());
-  dev_.read_loss_sum();
+  dev_.fill(model_.grads().flat_slice(0, 1), INFINITY);
+  dev_.decide_step(model_.grads(), scaler_.scale(), cfg_.optimizer.grad_clip);
+  apply_update();
+  if (!dev_.read_step_results().skip) throw std::logic_error("Trainer::warm_up: the planted inf was not a skip");
   // The evaluation's two batch sizes: full micro-batches and the remainder.
   const int64_t n_eval = cfg_.data.eval_samples;
   if (n_eval > 0) eval_chunk(0, std::min(micro, n_eval));

@@ -98,6 +98,7 @@ class Trainer {
   void prepare_inputs(const HostBatch& b);
   void upload_inputs(const HostBatch& b, int64_t first, int64_t rows);
   void probe(ProbeKind kind, const Tensor& t);
+  void apply_update();
   EvalSums eval_chunk(int64_t offset, int64_t n);
 
   Device& dev_;

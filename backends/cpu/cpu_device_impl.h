@@ -69,11 +69,15 @@ class CpuDevice : public Device {
   void* workspace(int slot, size_t bytes);
   // A loss op's result: `loss` returned, or (deferred) added to loss_sum_ and 0 returned.
   double loss_result(double loss, bool deferred);
+  // A decided GradScale (Device::decide_step): false on a skip (no update at
+  // all); otherwise the factor to use, into `factor`.
+  bool resolve(GradScale grad_scale, float& factor) const;
 
   DeviceInfo info_;
   CpuKernels* kernels_;  // the ISA build chosen at construction (backends/cpu/cpu_isa.cpp); never null
   DeviceBuffer workspace_[4];
   double loss_sum_ = 0.0;  // the loss ops' deferred sum (Device::read_loss_sum)
+  StepResults decision_;   // the last decide_step's statistics and decision (loss_sum unused)
   std::unique_ptr<OnednnMatmul, OnednnMatmulDeleter> onednn_;
 };
 

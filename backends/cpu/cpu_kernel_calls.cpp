@@ -3,6 +3,7 @@
 // is backends/cpu/kernels/kernel_list.inc; a missing or mistyped line here fails
 // to compile against core/device_impl_overrides.inc.
 #include "backends/cpu/cpu_device_impl.h"
+#include "ops/optimizer.h"
 
 namespace mpb::cpu {
 
@@ -55,6 +56,18 @@ void CpuDevice::label_positions_impl(const Tensor& pos, const Tensor& pos_labels
 
 // reductions
 TensorStats CpuDevice::stats_impl(const Tensor& t) { return kernels_->stats_impl(t); }
+// The decision is the host's: the same statistics as stats(), and the scalar
+// core the CUDA backend runs on the device.
+void CpuDevice::decide_step_impl(const Tensor& grads, double loss_scale, double grad_clip) {
+  const TensorStats st = kernels_->stats_impl(grads);
+  const scalar::StepDecision d = scalar::decide_step(st.sum_squares, st.nonfinite, loss_scale, grad_clip);
+  decision_ = StepResults{0.0, st, d.skip, d.norm, d.grad_scale};
+}
+StepResults CpuDevice::step_results_read_impl() {
+  StepResults r = decision_;
+  r.loss_sum = loss_sum_read_impl();
+  return r;
+}
 ExponentHistogram CpuDevice::exponent_histogram_impl(const Tensor& t, int lo, int nbins) {
   return kernels_->exponent_histogram_impl(t, lo, nbins);
 }
@@ -115,20 +128,32 @@ void CpuDevice::embedding_backward_impl(const Tensor& dtable, const Tensor& dout
   kernels_->embedding_backward_impl(dtable, dout, ids, mode);
 }
 
-// optimizers
+// optimizers: the kernels take the factor; a skipped decision calls none.
+bool CpuDevice::resolve(GradScale grad_scale, float& factor) const {
+  if (!grad_scale.is_decided()) {
+    factor = grad_scale.value();
+    return true;
+  }
+  factor = decision_.grad_scale;
+  return !decision_.skip;
+}
 void CpuDevice::adamw_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                                const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy,
+                                const AdamWHyper& h, GradScale grad_scale, bool fused, const Tensor& param_copy,
                                 const std::vector<ElementRange>& no_decay) {
-  kernels_->adamw_step_impl(param, grad, m, v, h, grad_scale, fused, param_copy, no_decay);
+  float factor = 0.0f;
+  if (resolve(grad_scale, factor)) kernels_->adamw_step_impl(param, grad, m, v, h, factor, fused, param_copy, no_decay);
 }
 void CpuDevice::sgd_step_impl(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
-                              float grad_scale, const std::vector<ElementRange>& no_decay) {
-  kernels_->sgd_step_impl(param, grad, momentum_buf, h, grad_scale, no_decay);
+                              GradScale grad_scale, const std::vector<ElementRange>& no_decay) {
+  float factor = 0.0f;
+  if (resolve(grad_scale, factor)) kernels_->sgd_step_impl(param, grad, momentum_buf, h, factor, no_decay);
 }
 void CpuDevice::lamb_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                               const LambHyper& h, float grad_scale, const Tensor& param_copy,
+                               const LambHyper& h, GradScale grad_scale, const Tensor& param_copy,
                                const std::vector<LambTensor>& tensors, const Tensor& scratch) {
-  kernels_->lamb_step_impl(param, grad, m, v, h, grad_scale, param_copy, tensors, scratch);
+  float factor = 0.0f;
+  if (resolve(grad_scale, factor))
+    kernels_->lamb_step_impl(param, grad, m, v, h, factor, param_copy, tensors, scratch);
 }
 
 }  // namespace mpb::cpu

@@ -185,6 +185,14 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     void* sum_dev = nullptr;
     MPB_CUDA_CHECK(cudaHostGetDevicePointer(&sum_dev, sum, 0));
     loss_sum_dev_ = static_cast<double*>(sum_dev);
+    // decide_step's record for the host, mapped likewise.
+    void* decision = nullptr;
+    MPB_CUDA_CHECK(cudaHostAlloc(&decision, sizeof(StepDecisionSlot), cudaHostAllocMapped));
+    decision_host_ = static_cast<StepDecisionSlot*>(decision);
+    *decision_host_ = StepDecisionSlot{};
+    void* decision_mapped = nullptr;
+    MPB_CUDA_CHECK(cudaHostGetDevicePointer(&decision_mapped, decision, 0));
+    decision_mapped_ = static_cast<StepDecisionSlot*>(decision_mapped);
 
     info_.kind = "cuda";
     info_.name = prop.name;
@@ -227,8 +235,10 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     sdpa_.reset();
 #endif
     staging_.reset();
+    if (decision_host_) MPB_CUDA_REPORT(cudaFreeHost(decision_host_));
     if (loss_sum_host_) MPB_CUDA_REPORT(cudaFreeHost(loss_sum_host_));
     if (flags_host_) MPB_CUDA_REPORT(cudaFreeHost(flags_host_));
+    decision_host_ = nullptr;
     loss_sum_host_ = nullptr;
     if (stream_) MPB_CUDA_REPORT(cudaStreamDestroy(stream_));
     flags_host_ = nullptr;
@@ -245,6 +255,7 @@ CudaDevice::~CudaDevice() {
 #endif
   staging_.reset();
   for (DeviceBuffer& b : scratch_) b.release();
+  MPB_CUDA_REPORT(cudaFreeHost(decision_host_));
   MPB_CUDA_REPORT(cudaFreeHost(loss_sum_host_));
   MPB_CUDA_REPORT(cudaFreeHost(flags_host_));
   MPB_CUDA_REPORT(cudaStreamDestroy(stream_));

@@ -44,6 +44,7 @@ enum ScratchSlot : int {
   kScratchFp8Descale,   // ... and their 1 / scale, the factors cuBLASLt applies
   kScratchAttnBias,     // cuDNN SDPA's additive padding bias [B,1,1,Tk] in q's dtype
   kScratchCudnnWorkspace,  // cuDNN SDPA graphs' workspace (the largest a call has needed)
+  kScratchDecision,     // decide_step's StepDecisionSlot, read by the decided optimizer kernels
   kScratchCount
 };
 
@@ -51,6 +52,18 @@ enum ScratchSlot : int {
 // store of 1 into mapped pinned host memory) and the next synchronising call
 // raises a DeviceError.
 enum DeviceFlag : int { kFlagBadLabel = 0, kFlagBadId = 1, kFlagLostLabel = 2, kFlagCount = 4 };
+
+// Device::decide_step's record, written by one thread on the device, twice:
+// into device memory (kScratchDecision), which the optimizer kernels given a
+// decided GradScale read, and into mapped pinned memory, which
+// step_results_read_impl reads after its stream wait.
+struct StepDecisionSlot {
+  double sum_squares;
+  unsigned long long nonfinite;
+  double norm;
+  float grad_scale;
+  int skip;  // 1: the decided optimizer kernels return at once
+};
 
 // Threads per block of every kernel in the backend (a multiple of 32).
 constexpr int kThreads = 256;
@@ -96,6 +109,9 @@ class CudaDevice final : public Device {
   // Device-visible pointer to the loss ops' deferred sum (Device::read_loss_sum):
   // one double of mapped pinned memory.
   double* loss_sum() const { return loss_sum_dev_; }
+  // What an optimizer kernel reads for a GradScale: the last decide_step's
+  // slot in device memory when decided (Device checked that one ran), else null.
+  const StepDecisionSlot* decision_for(GradScale g) const { return g.is_decided() ? decision_dev_ : nullptr; }
   // Waits for the stream, then raises (DeviceError) any error deferred from a
   // noexcept path or flagged by a kernel. `op` names the caller in messages.
   void sync_and_check(const char* op);
@@ -129,6 +145,9 @@ class CudaDevice final : public Device {
   int* flags_dev_ = nullptr;
   double* loss_sum_host_ = nullptr;  // pinned, mapped; zeroed at construction and by each read
   double* loss_sum_dev_ = nullptr;
+  StepDecisionSlot* decision_host_ = nullptr;    // pinned, mapped: step_results_read_impl reads it
+  StepDecisionSlot* decision_mapped_ = nullptr;  // its device-visible pointer
+  StepDecisionSlot* decision_dev_ = nullptr;     // device memory (kScratchDecision), set by decide_step
   std::string deferred_error_;  // from raw_free/release paths that must not throw
   // cudaMalloc'd bytes now and at most, and each live allocation's size (raw_alloc/raw_free).
   size_t reserved_now_ = 0, reserved_peak_ = 0;

@@ -18,6 +18,11 @@
 // grad). The unfused path casts after its three kernels (a separate sweep, as
 // unfused code runs). Either way param_copy == cast(param) bit for bit.
 //
+// A decided GradScale (Device::decide_step): every kernel of the update
+// reads the decision from device memory at its start and returns at once on a
+// skip, or takes its grad_scale; a host value arrives as decision == null.
+// So the host never waits for the gradients' statistics inside a step.
+//
 // no_decay (optimizer.decay_exclude): the elements in those ranges take the
 // step constants made with weight_decay 0, chosen per element by
 // scalar::in_sorted_ranges, so the fused kernel stays one pass over every
@@ -54,6 +59,18 @@ __device__ inline bool excluded(int64_t i, const DecayPiece& piece) {
   return scalar::in_sorted_ranges(i, piece.begin, piece.end, piece.count);
 }
 
+// The decision, if any: false when it skips the update (every thread reads
+// the same slot, so a block returns as a whole); otherwise grad_scale is its factor.
+__device__ inline bool take_decision(const StepDecisionSlot* decision, float& grad_scale) {
+  if (decision == nullptr) return true;
+  if (decision->skip != 0) return false;
+  grad_scale = decision->grad_scale;
+  return true;
+}
+__device__ inline bool skipped(const StepDecisionSlot* decision) {
+  return decision != nullptr && decision->skip != 0;
+}
+
 // x as stored in dtype T and loaded back (the identity for fp32).
 template <DType T>
 __device__ inline float stored_value(float x) {
@@ -69,8 +86,9 @@ __device__ inline float stored_value(float x) {
 // copy == nullptr: no param_copy. `decayed` outside the piece's ranges, `plain` inside.
 template <DType P, DType G>
 __global__ void adamw_fused_kernel(void* p, const void* g, float* m, float* v, const __grid_constant__ DecayPiece piece,
-                                   scalar::AdamWStep decayed, scalar::AdamWStep plain, float grad_scale, void* copy,
-                                   DType copy_t) {
+                                   scalar::AdamWStep decayed, scalar::AdamWStep plain, float grad_scale,
+                                   const StepDecisionSlot* decision, void* copy, DType copy_t) {
+  if (!take_decision(decision, grad_scale)) return;
   for (int64_t i = piece.lo + global_thread(); i < piece.hi; i += grid_threads()) {
     const scalar::AdamWStep s = excluded(i, piece) ? plain : decayed;
     float mi = m[i], vi = v[i], pi = Elem<P>::load(p, i);
@@ -88,7 +106,9 @@ __global__ void adamw_fused_kernel(void* p, const void* g, float* m, float* v, c
 // kernels keeps one and feeds a dummy for the other (which it discards), so
 // it reads and writes only its own state. Weight decay plays no part in them.
 template <DType G>
-__global__ void adamw_m_kernel(const void* g, float* m, int64_t n, scalar::AdamWStep s, float grad_scale) {
+__global__ void adamw_m_kernel(const void* g, float* m, int64_t n, scalar::AdamWStep s, float grad_scale,
+                               const StepDecisionSlot* decision) {
+  if (!take_decision(decision, grad_scale)) return;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     float mi = m[i], unused = 0.0f;
     scalar::adamw_moments(Elem<G>::load(g, i) * grad_scale, mi, unused, s);
@@ -97,7 +117,9 @@ __global__ void adamw_m_kernel(const void* g, float* m, int64_t n, scalar::AdamW
 }
 
 template <DType G>
-__global__ void adamw_v_kernel(const void* g, float* v, int64_t n, scalar::AdamWStep s, float grad_scale) {
+__global__ void adamw_v_kernel(const void* g, float* v, int64_t n, scalar::AdamWStep s, float grad_scale,
+                               const StepDecisionSlot* decision) {
+  if (!take_decision(decision, grad_scale)) return;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     float unused = 0.0f, vi = v[i];
     scalar::adamw_moments(Elem<G>::load(g, i) * grad_scale, unused, vi, s);
@@ -107,7 +129,9 @@ __global__ void adamw_v_kernel(const void* g, float* v, int64_t n, scalar::AdamW
 
 template <DType P>
 __global__ void adamw_param_kernel(void* p, const float* m, const float* v, const __grid_constant__ DecayPiece piece,
-                                   scalar::AdamWStep decayed, scalar::AdamWStep plain) {
+                                   scalar::AdamWStep decayed, scalar::AdamWStep plain,
+                                   const StepDecisionSlot* decision) {
+  if (skipped(decision)) return;
   for (int64_t i = piece.lo + global_thread(); i < piece.hi; i += grid_threads()) {
     float pi = Elem<P>::load(p, i);
     scalar::adamw_param(pi, m[i], v[i], excluded(i, piece) ? plain : decayed);
@@ -117,7 +141,8 @@ __global__ void adamw_param_kernel(void* p, const float* m, const float* v, cons
 
 template <DType P, DType G>
 __global__ void sgd_kernel(void* p, const void* g, float* buf, const __grid_constant__ DecayPiece piece, scalar::SgdStep decayed,
-                           scalar::SgdStep plain, float grad_scale) {
+                           scalar::SgdStep plain, float grad_scale, const StepDecisionSlot* decision) {
+  if (!take_decision(decision, grad_scale)) return;
   for (int64_t i = piece.lo + global_thread(); i < piece.hi; i += grid_threads()) {
     float pi = Elem<P>::load(p, i), bi = buf[i];
     scalar::sgd_update(pi, Elem<G>::load(g, i) * grad_scale, bi, excluded(i, piece) ? plain : decayed);
@@ -151,7 +176,8 @@ __device__ inline float* lamb_partial(float* scratch, const LambPiece& piece, in
 template <DType P, DType G>
 __global__ void lamb_norms_kernel(const void* p, const void* g, float* m, float* v,
                                   const __grid_constant__ LambPiece piece, scalar::LambStep s, float grad_scale,
-                                  float* scratch) {
+                                  const StepDecisionSlot* decision, float* scratch) {
+  if (!take_decision(decision, grad_scale)) return;
   __shared__ double smem[kWarps];
   const int k = static_cast<int>(blockIdx.y);
   const bool decayed = (piece.decayed >> k) & 1ull;
@@ -180,7 +206,9 @@ __global__ void lamb_norms_kernel(const void* p, const void* g, float* m, float*
 
 template <DType P>
 __global__ void lamb_apply_kernel(void* p, const float* m, const float* v, const __grid_constant__ LambPiece piece,
-                                  scalar::LambStep s, float lr, float* scratch, void* copy, DType copy_t) {
+                                  scalar::LambStep s, float lr, const StepDecisionSlot* decision, float* scratch,
+                                  void* copy, DType copy_t) {
+  if (skipped(decision)) return;
   const int k = static_cast<int>(blockIdx.y);
   const bool decayed = (piece.decayed >> k) & 1ull;
   double w_sq = 0.0, u_sq = 0.0;
@@ -202,9 +230,11 @@ __global__ void lamb_apply_kernel(void* p, const float* m, const float* v, const
 }  // namespace
 
 void CudaDevice::adamw_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                                 const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy,
+                                 const AdamWHyper& h, GradScale grad_scale, bool fused, const Tensor& param_copy,
                                  const std::vector<ElementRange>& no_decay) {
   const int64_t n = param.numel();
+  const float gs = grad_scale.value();
+  const StepDecisionSlot* decision = decision_for(grad_scale);
   const bool has_copy = !param_copy.empty();
   if (n == 0) return;
   // Per-step constants on the host in double, rounded to fp32: the same
@@ -222,30 +252,33 @@ void CudaDevice::adamw_step_impl(const Tensor& param, const Tensor& grad, const 
       for (const DecayPiece& piece : pieces) {
         if (piece.hi == piece.lo) continue;  // not made by decay_pieces; a zero grid would be a launch error
         adamw_fused_kernel<kP, kG><<<elementwise_grid(piece.hi - piece.lo), kThreads, 0, stream()>>>(
-            p, g, mm, vv, piece, decayed, plain, grad_scale, has_copy ? param_copy.data : nullptr, param_copy.dtype);
+            p, g, mm, vv, piece, decayed, plain, gs, decision, has_copy ? param_copy.data : nullptr,
+            param_copy.dtype);
         MPB_CHECK_LAUNCH("adamw_fused_kernel");
       }
       return;
     }
     const unsigned grid = elementwise_grid(n);
-    adamw_m_kernel<kG><<<grid, kThreads, 0, stream()>>>(g, mm, n, decayed, grad_scale);
+    adamw_m_kernel<kG><<<grid, kThreads, 0, stream()>>>(g, mm, n, decayed, gs, decision);
     MPB_CHECK_LAUNCH("adamw_m_kernel");
-    adamw_v_kernel<kG><<<grid, kThreads, 0, stream()>>>(g, vv, n, decayed, grad_scale);
+    adamw_v_kernel<kG><<<grid, kThreads, 0, stream()>>>(g, vv, n, decayed, gs, decision);
     MPB_CHECK_LAUNCH("adamw_v_kernel");
     for (const DecayPiece& piece : pieces) {
       if (piece.hi == piece.lo) continue;
-      adamw_param_kernel<kP><<<elementwise_grid(piece.hi - piece.lo), kThreads, 0, stream()>>>(p, mm, vv, piece,
-                                                                                               decayed, plain);
+      adamw_param_kernel<kP><<<elementwise_grid(piece.hi - piece.lo), kThreads, 0, stream()>>>(
+          p, mm, vv, piece, decayed, plain, decision);
       MPB_CHECK_LAUNCH("adamw_param_kernel");
     }
   });
-  // Unfused: the copy in a separate sweep after the update (the fused kernel wrote it already).
+  // Unfused: the copy in a separate sweep after the update (the fused kernel
+  // wrote it already). After a skipped update it rewrites the same values.
   if (!fused && has_copy) cast(param_copy, param);
 }
 
 void CudaDevice::sgd_step_impl(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
-                               const SgdHyper& h, float grad_scale, const std::vector<ElementRange>& no_decay) {
+                               const SgdHyper& h, GradScale grad_scale, const std::vector<ElementRange>& no_decay) {
   const int64_t n = param.numel();
+  const StepDecisionSlot* decision = decision_for(grad_scale);
   if (n == 0) return;
   const scalar::SgdStep decayed{h.lr, h.momentum, h.weight_decay};
   const scalar::SgdStep plain{h.lr, h.momentum, 0.0f};
@@ -256,15 +289,16 @@ void CudaDevice::sgd_step_impl(const Tensor& param, const Tensor& grad, const Te
       if (piece.hi == piece.lo) continue;
       sgd_kernel<decltype(P)::value, decltype(G)::value><<<elementwise_grid(piece.hi - piece.lo), kThreads, 0,
                                                            stream()>>>(param.data, grad.data, buf, piece, decayed,
-                                                                       plain, grad_scale);
+                                                                       plain, grad_scale.value(), decision);
       MPB_CHECK_LAUNCH("sgd_kernel");
     }
   });
 }
 
 void CudaDevice::lamb_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                                const LambHyper& h, float grad_scale, const Tensor& param_copy,
+                                const LambHyper& h, GradScale grad_scale, const Tensor& param_copy,
                                 const std::vector<LambTensor>& tensors, const Tensor& scratch) {
+  const StepDecisionSlot* decision = decision_for(grad_scale);
   const scalar::LambStep s = scalar::make_lamb_step(h.beta1, h.beta2, h.eps, h.weight_decay, h.bias_correction, h.step);
   std::vector<LambPiece> pieces;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -286,9 +320,10 @@ void CudaDevice::lamb_step_impl(const Tensor& param, const Tensor& grad, const T
     constexpr DType kP = decltype(P)::value, kG = decltype(G)::value;
     for (const LambPiece& piece : pieces) {  // Device::lamb_step checked: every tensor non-empty, count >= 1
       const dim3 grid(kLambPartials, static_cast<unsigned>(piece.count));
-      lamb_norms_kernel<kP, kG><<<grid, kThreads, 0, stream()>>>(param.data, grad.data, mm, vv, piece, s, grad_scale, sc);
+      lamb_norms_kernel<kP, kG><<<grid, kThreads, 0, stream()>>>(param.data, grad.data, mm, vv, piece, s,
+                                                                 grad_scale.value(), decision, sc);
       MPB_CHECK_LAUNCH("lamb_norms_kernel");
-      lamb_apply_kernel<kP><<<grid, kThreads, 0, stream()>>>(param.data, mm, vv, piece, s, h.lr, sc, copy,
+      lamb_apply_kernel<kP><<<grid, kThreads, 0, stream()>>>(param.data, mm, vv, piece, s, h.lr, decision, sc, copy,
                                                              param_copy.dtype);
       MPB_CHECK_LAUNCH("lamb_apply_kernel");
     }

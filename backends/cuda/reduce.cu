@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_device_impl.h"
 #include "backends/cuda/kernel_util.cuh"
 #include "ops/dtype_io.h"
+#include "ops/optimizer.h"
 
 namespace mpb::cuda {
 
@@ -42,22 +43,46 @@ __global__ void stats_partial_kernel(const void* x, DType t, int64_t n, double* 
   }
 }
 
-// Stage 2 (one block): the partials in a fixed order.
-__global__ void stats_finish_kernel(const double* part_sum, const unsigned long long* part_bad, int parts,
-                                    double* out_sum, unsigned long long* out_bad) {
+// Stage 2 (one block): the partials in a fixed order; thread 0 gets the totals.
+__device__ void stats_finish(const double* part_sum, const unsigned long long* part_bad, int parts, double& s,
+                             unsigned long long& bad) {
   __shared__ double sd[kWarps];
   __shared__ unsigned long long su[kWarps];
-  double s = 0.0;
-  unsigned long long bad = 0;
+  s = 0.0;
+  bad = 0;
   for (int i = threadIdx.x; i < parts; i += blockDim.x) {
     s += part_sum[i];
     bad += part_bad[i];
   }
   s = block_reduce(s, 0.0, SumOp{}, sd);
   bad = block_reduce(bad, 0ull, SumOp{}, su);
+}
+
+__global__ void stats_finish_kernel(const double* part_sum, const unsigned long long* part_bad, int parts,
+                                    double* out_sum, unsigned long long* out_bad) {
+  double s = 0.0;
+  unsigned long long bad = 0;
+  stats_finish(part_sum, part_bad, parts, s, bad);
   if (threadIdx.x == 0) {
     *out_sum = s;
     *out_bad = bad;
+  }
+}
+
+// decide_step's stage 2: the same totals, then the decision by the host's
+// formula (scalar::decide_step) in one thread, written to the device slot
+// and to the host's mapped one.
+__global__ void decide_finish_kernel(const double* part_sum, const unsigned long long* part_bad, int parts,
+                                     double loss_scale, double grad_clip, StepDecisionSlot* dev_slot,
+                                     StepDecisionSlot* host_slot) {
+  double s = 0.0;
+  unsigned long long bad = 0;
+  stats_finish(part_sum, part_bad, parts, s, bad);
+  if (threadIdx.x == 0) {
+    const scalar::StepDecision d = scalar::decide_step(s, static_cast<long long>(bad), loss_scale, grad_clip);
+    const StepDecisionSlot r{s, bad, d.norm, d.grad_scale, d.skip ? 1 : 0};
+    *dev_slot = r;
+    *host_slot = r;
   }
 }
 
@@ -90,31 +115,68 @@ __global__ void exponent_histogram_kernel(const void* x, DType t, int64_t n, int
     if (sh[i] != 0u) atomicAdd(&counts[i], static_cast<unsigned long long>(sh[i]));
 }
 
+struct StatsPartials {
+  int parts = 0;
+  double* sum = nullptr;
+  unsigned long long* bad = nullptr;
+};
+
+// Stage 1 of stats and decide_step (none for an empty tensor), into kScratchReduce.
+StatsPartials launch_stats_partials(CudaDevice& dev, const Tensor& t) {
+  StatsPartials p;
+  const int64_t n = t.numel();
+  if (n == 0) return p;
+  const unsigned blocks = reduction_grid(n, kStatsPerBlock, kStatsMaxBlocks);
+  char* part = static_cast<char*>(dev.scratch(kScratchReduce, blocks * (sizeof(double) + sizeof(unsigned long long))));
+  p.parts = static_cast<int>(blocks);
+  p.sum = reinterpret_cast<double*>(part);
+  p.bad = reinterpret_cast<unsigned long long*>(part + blocks * sizeof(double));
+  stats_partial_kernel<<<blocks, kThreads, 0, dev.stream()>>>(t.data, t.dtype, n, p.sum, p.bad);
+  MPB_CHECK_LAUNCH("stats_partial_kernel");
+  return p;
+}
+
 }  // namespace
 
 TensorStats CudaDevice::stats_impl(const Tensor& t) {
   TensorStats out;
-  const int64_t n = t.numel();
-  if (n == 0) return out;
-  const unsigned blocks = reduction_grid(n, kStatsPerBlock, kStatsMaxBlocks);
-  char* part = static_cast<char*>(scratch(kScratchReduce, blocks * (sizeof(double) + sizeof(unsigned long long))));
-  auto* part_sum = reinterpret_cast<double*>(part);
-  auto* part_bad = reinterpret_cast<unsigned long long*>(part + blocks * sizeof(double));
+  if (t.numel() == 0) return out;
   struct Result {
     double sum;
     unsigned long long bad;
   };
   auto* result = static_cast<Result*>(scratch(kScratchResult, sizeof(Result)));
-  stats_partial_kernel<<<blocks, kThreads, 0, stream()>>>(t.data, t.dtype, n, part_sum, part_bad);
-  MPB_CHECK_LAUNCH("stats_partial_kernel");
-  stats_finish_kernel<<<1, kThreads, 0, stream()>>>(part_sum, part_bad, static_cast<int>(blocks), &result->sum,
-                                                     &result->bad);
+  const StatsPartials p = launch_stats_partials(*this, t);
+  stats_finish_kernel<<<1, kThreads, 0, stream()>>>(p.sum, p.bad, p.parts, &result->sum, &result->bad);
   MPB_CHECK_LAUNCH("stats_finish_kernel");
   Result host{};
   read_back(&host, result, sizeof(host), "stats");
   out.sum_squares = host.sum;
   out.nonfinite = static_cast<int64_t>(host.bad);
   return out;
+}
+
+// No host wait: the decision stays on the device (and in the mapped slot)
+// until step_results_read_impl.
+void CudaDevice::decide_step_impl(const Tensor& grads, double loss_scale, double grad_clip) {
+  decision_dev_ = static_cast<StepDecisionSlot*>(scratch(kScratchDecision, sizeof(StepDecisionSlot)));
+  const StatsPartials p = launch_stats_partials(*this, grads);
+  decide_finish_kernel<<<1, kThreads, 0, stream()>>>(p.sum, p.bad, p.parts, loss_scale, grad_clip, decision_dev_,
+                                                      decision_mapped_);
+  MPB_CHECK_LAUNCH("decide_finish_kernel");
+}
+
+// One wait (the loss sum's read), then the mapped decision as it stands.
+StepResults CudaDevice::step_results_read_impl() {
+  StepResults r;
+  r.loss_sum = loss_sum_read_impl();
+  const volatile StepDecisionSlot* d = decision_host_;
+  r.grad_stats.sum_squares = d->sum_squares;
+  r.grad_stats.nonfinite = static_cast<int64_t>(d->nonfinite);
+  r.skip = d->skip != 0;
+  r.grad_norm = d->norm;
+  r.grad_scale = d->grad_scale;
+  return r;
 }
 
 ExponentHistogram CudaDevice::exponent_histogram_impl(const Tensor& t, int lo, int nbins) {

@@ -75,6 +75,11 @@ class RecordingDevice final : public Device {
     record("stats");
     return {};
   }
+  void decide_step_impl(const Tensor&, double, double) override { record("decide_step"); }
+  StepResults step_results_read_impl() override {
+    record("step_results_read");
+    return {};
+  }
   ExponentHistogram exponent_histogram_impl(const Tensor&, int, int) override {
     record("exponent_histogram");
     return {};
@@ -121,15 +126,15 @@ class RecordingDevice final : public Device {
     record("embedding_backward");
   }
   void dropout_impl(const Tensor&, const Tensor&, float, uint64_t) override { record("dropout"); }
-  void adamw_step_impl(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AdamWHyper&, float, bool,
+  void adamw_step_impl(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AdamWHyper&, GradScale, bool,
                        const Tensor&, const std::vector<ElementRange>&) override {
     record("adamw_step");
   }
-  void sgd_step_impl(const Tensor&, const Tensor&, const Tensor&, const SgdHyper&, float,
+  void sgd_step_impl(const Tensor&, const Tensor&, const Tensor&, const SgdHyper&, GradScale,
                      const std::vector<ElementRange>&) override {
     record("sgd_step");
   }
-  void lamb_step_impl(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const LambHyper&, float,
+  void lamb_step_impl(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const LambHyper&, GradScale,
                       const Tensor&, const std::vector<LambTensor>&, const Tensor&) override {
     record("lamb_step");
   }
@@ -356,6 +361,11 @@ Cases reduction_cases(Arena& A) {
        "exponent_histogram: nbins must be >= 1, got 0"},
       {"histogram int", [=](Device& d) { d.exponent_histogram(i4, -10, 4); },
        "exponent_histogram: t must be a float tensor"},
+      {"decide_step int", [=](Device& d) { d.decide_step(i4, 1.0, 0.0); }, "decide_step: grads must be a float tensor"},
+      {"decide_step negative scale", [=](Device& d) { d.decide_step(f4, -2.0, 0.0); },
+       "decide_step: loss_scale must be finite and >= 0"},
+      {"decide_step NaN scale", [=](Device& d) { d.decide_step(f4, NAN, 0.0); },
+       "decide_step: loss_scale must be finite and >= 0"},
   };
 }
 
@@ -664,6 +674,11 @@ TEST(DeviceContract, AGoodCallReachesItsOwnImplementation) {
       {"dropout", [&] { fake.dropout(f4, f4, 0.1f, 3); }},
       {"adamw_step", [&] { fake.adamw_step(f4, half, m, mv, {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1}, 1.0f, true, half); }},
       {"sgd_step", [&] { fake.sgd_step(half, f4, m, {0.1f, 0.9f, 0.0f}, 1.0f); }},
+      {"decide_step", [&] { fake.decide_step(half, 256.0, 1.0); }},
+      {"step_results_read", [&] { fake.read_step_results(); }},
+      {"adamw_step", [&] {
+         fake.adamw_step(f4, half, m, mv, {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1}, GradScale::decided(), false, Tensor{});
+       }},
   };
   for (const auto& [op, call] : good) {
     SCOPED_TRACE(op);
@@ -678,6 +693,25 @@ TEST(DeviceContract, AGoodCallReachesItsOwnImplementation) {
   EXPECT_EQ(fake.calls, (std::vector<std::string>{"softmax_xent_forward", "softmax_xent_fused"}));
   fake.read_loss_sum();
   EXPECT_EQ(fake.calls.back(), "loss_sum_read");
+}
+
+// A decision must exist before it is read or used: the step's results and a
+// decided update before any decide_step are a logic error, not a silent zero
+// factor, and reach no backend.
+TEST(DeviceContract, NoDecisionIsReadOrUsedBeforeDecideStep) {
+  Arena A;
+  const Tensor f4 = A.t({4}), m = A.t({4}), v = A.t({4});
+  RecordingDevice fake;
+  auto cpu = make_cpu_device();
+  for (Device* d : {static_cast<Device*>(&fake), cpu.get()}) {
+    SCOPED_TRACE(d->info().kind);
+    EXPECT_THROW(d->read_step_results(), std::logic_error);
+    EXPECT_THROW(d->sgd_step(f4, f4, m, {0.1f, 0.9f, 0.0f}, GradScale::decided()), std::logic_error);
+    EXPECT_THROW(d->adamw_step(f4, f4, m, v, {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1}, GradScale::decided(), true,
+                               Tensor{}),
+                 std::logic_error);
+  }
+  EXPECT_TRUE(fake.calls.empty());
 }
 
 // The deferred loss sum (core/device.h): the CPU adds in call order, so
