@@ -154,6 +154,23 @@ std::vector<std::pair<std::string, std::string>> cuda_library_versions() {
 
 namespace cuda {
 
+namespace {
+// `count` value-initialised T of mapped pinned host memory (64-bit Linux:
+// UVA, so it needs no cudaSetDeviceFlags(cudaDeviceMapHost)). The host
+// pointer goes to *host before anything else can fail, so that the
+// constructor's clean-up frees it; returns the device's view of it.
+template <class T>
+T* alloc_mapped(size_t count, T** host) {
+  void* p = nullptr;
+  MPB_CUDA_CHECK(cudaHostAlloc(&p, count * sizeof(T), cudaHostAllocMapped));
+  *host = static_cast<T*>(p);
+  for (size_t i = 0; i < count; ++i) (*host)[i] = T{};
+  void* dev = nullptr;
+  MPB_CUDA_CHECK(cudaHostGetDevicePointer(&dev, p, 0));
+  return static_cast<T*>(dev);
+}
+}  // namespace
+
 CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
   try {
     MPB_CUDA_CHECK(cudaSetDevice(ordinal));
@@ -166,33 +183,14 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
 
     MPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     // Error flags the kernels can write and the host can read after a
-    // stream synchronisation, without a copy (64-bit Linux: UVA, so mapped
-    // pinned memory needs no cudaSetDeviceFlags(cudaDeviceMapHost)).
-    void* flags = nullptr;
-    MPB_CUDA_CHECK(cudaHostAlloc(&flags, kFlagCount * sizeof(int), cudaHostAllocMapped));
-    flags_host_ = static_cast<int*>(flags);
-    for (int i = 0; i < kFlagCount; ++i) flags_host_[i] = 0;
-    void* flags_dev = nullptr;
-    MPB_CUDA_CHECK(cudaHostGetDevicePointer(&flags_dev, flags, 0));
-    flags_dev_ = static_cast<int*>(flags_dev);
-    // The loss ops' deferred sum, mapped pinned memory as the flags are: the
-    // sum kernel adds to it from the device; the host reads and zeroes it
-    // after a stream synchronisation (one wait, no copy, no launch).
-    void* sum = nullptr;
-    MPB_CUDA_CHECK(cudaHostAlloc(&sum, sizeof(double), cudaHostAllocMapped));
-    loss_sum_host_ = static_cast<double*>(sum);
-    *loss_sum_host_ = 0.0;
-    void* sum_dev = nullptr;
-    MPB_CUDA_CHECK(cudaHostGetDevicePointer(&sum_dev, sum, 0));
-    loss_sum_dev_ = static_cast<double*>(sum_dev);
-    // decide_step's record for the host, mapped likewise.
-    void* decision = nullptr;
-    MPB_CUDA_CHECK(cudaHostAlloc(&decision, sizeof(StepDecisionSlot), cudaHostAllocMapped));
-    decision_host_ = static_cast<StepDecisionSlot*>(decision);
-    *decision_host_ = StepDecisionSlot{};
-    void* decision_mapped = nullptr;
-    MPB_CUDA_CHECK(cudaHostGetDevicePointer(&decision_mapped, decision, 0));
-    decision_mapped_ = static_cast<StepDecisionSlot*>(decision_mapped);
+    // stream synchronisation, without a copy.
+    flags_dev_ = alloc_mapped(kFlagCount, &flags_host_);
+    // The loss ops' deferred sum, mapped as the flags are: the sum kernel
+    // adds to it from the device; the host reads and zeroes it after a
+    // stream synchronisation (one wait, no copy, no launch).
+    loss_sum_dev_ = alloc_mapped(1, &loss_sum_host_);
+    // decide_step's record for the host, likewise.
+    decision_mapped_ = alloc_mapped(1, &decision_host_);
 
     info_.kind = "cuda";
     info_.name = prop.name;
