@@ -88,7 +88,7 @@ rc=0
 CUDA_VISIBLE_DEVICES= "$b/bin/gpu-session" tests "$tmp/session" --budget 60 >session.txt 2>&1 || rc=$?
 sum=$tmp/session/tests-summary.txt
 [[ -f $sum && -f $tmp/session/tests.tar.gz ]] || fail "gpu-session tests left no summary and tarball: $(cat session.txt)"
-for s in mpbench-env doctor gpu-never-run selftest test_ops_cuda test_gpu; do
+for s in mpbench-env doctor gpu-never-run ops-never-run selftest test_ops_cuda test_gpu; do
   grep -q "^$s " "$sum" || fail "the summary has no row for step $s: $(cat "$sum")"
 done
 listing=$(tar tzf "$tmp/session/tests.tar.gz")
