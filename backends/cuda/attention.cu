@@ -549,8 +549,7 @@ void CudaDevice::softmax_backward_impl(const Tensor& dscores, const Tensor& prob
 #ifdef MPB_HAVE_CUDNN_FRONTEND
 namespace {
 
-// cuDNN SDPA dispatch: true when cuDNN runs the call (with its graph's
-// workspace size in *workspace). fp16/bf16 only, every tensor but lse in q's
+// cuDNN SDPA dispatch: the plan when cuDNN runs the call, else null. fp16/bf16 only, every tensor but lse in q's
 // dtype (the graph has one I/O dtype; fp32/TF32 attention stays on the
 // hand-written kernel: cuDNN's SDPA has no fp32 path). Pointers 16-byte
 // aligned (cuDNN's vector loads; the device allocator's are 256-byte aligned,
@@ -559,12 +558,17 @@ namespace {
 // check_support, cached per shape, a refusal printed once with cuDNN's
 // reason). Every call cuDNN does not run is counted as "cuda_kernel" in the
 // device's attention_impls (core/device_counters.h), so none is silent.
-bool cudnn_accepts(CudnnSdpa& sdpa, const SdpaKey& key, std::initializer_list<const Tensor*> tensors,
-                   size_t* workspace) {
-  if (key.dtype != DType::F16 && key.dtype != DType::BF16) return false;
+SdpaPlan* cudnn_plan(CudnnSdpa& sdpa, const SdpaKey& key, std::initializer_list<const Tensor*> tensors) {
+  if (key.dtype != DType::F16 && key.dtype != DType::BF16) return nullptr;
   for (const Tensor* t : tensors)
-    if (t->dtype != key.dtype || reinterpret_cast<uintptr_t>(t->data) % 16 != 0) return false;
-  return sdpa.prepare(key, workspace, nullptr);
+    if (t->dtype != key.dtype || reinterpret_cast<uintptr_t>(t->data) % 16 != 0) return nullptr;
+  return sdpa.prepare(key);
+}
+
+// The plan's workspace in its scratch slot (null when it needs none).
+void* cudnn_workspace(CudaDevice& dev, const SdpaPlan& plan) {
+  const size_t ws = CudnnSdpa::workspace_bytes(plan);
+  return ws > 0 ? dev.scratch(kScratchCudnnWorkspace, ws) : nullptr;
 }
 
 SdpaKey sdpa_key(const Tensor& q, const Tensor& k, float scale, bool backward) {
@@ -595,15 +599,13 @@ void CudaDevice::attention_forward_impl(const Tensor& out, const Tensor& lse, co
   const char* op = "attention_forward";
 #ifdef MPB_HAVE_CUDNN_FRONTEND
   {
-    const SdpaKey key = sdpa_key(q, k, scale, false);
-    size_t ws = 0;
-    if (cudnn_accepts(*sdpa_, key, {&out, &q, &k, &v}, &ws)) {
+    if (SdpaPlan* plan = cudnn_plan(*sdpa_, sdpa_key(q, k, scale, false), {&out, &q, &k, &v})) {
       SdpaForwardArgs a;
       a.out = out.data;
       a.lse = static_cast<float*>(lse.data);
       a.q = q.data, a.k = k.data, a.v = v.data;
       a.bias = build_attention_bias(*this, q, key_valid, mask_value);
-      sdpa_->forward(key, a, ws > 0 ? scratch(kScratchCudnnWorkspace, ws) : nullptr);
+      sdpa_->forward(*plan, a, cudnn_workspace(*this, *plan));
       note_attention_impl("cudnn_sdpa");
       return;
     }
@@ -626,15 +628,13 @@ void CudaDevice::attention_backward_impl(const Tensor& dq, const Tensor& dk, con
 #ifdef MPB_HAVE_CUDNN_FRONTEND
   {
     // Independent of the forward's choice: lse means the same on both paths.
-    const SdpaKey key = sdpa_key(q, k, scale, true);
-    size_t ws = 0;
-    if (cudnn_accepts(*sdpa_, key, {&dq, &dk, &dv, &dout, &out, &q, &k, &v}, &ws)) {
+    if (SdpaPlan* plan = cudnn_plan(*sdpa_, sdpa_key(q, k, scale, true), {&dq, &dk, &dv, &dout, &out, &q, &k, &v})) {
       SdpaBackwardArgs a;
       a.dq = dq.data, a.dk = dk.data, a.dv = dv.data;
       a.dout = dout.data, a.out = out.data, a.q = q.data, a.k = k.data, a.v = v.data;
       a.lse = static_cast<const float*>(lse.data);
       a.bias = build_attention_bias(*this, q, key_valid, mask_value);
-      sdpa_->backward(key, a, ws > 0 ? scratch(kScratchCudnnWorkspace, ws) : nullptr);
+      sdpa_->backward(*plan, a, cudnn_workspace(*this, *plan));
       note_attention_impl("cudnn_sdpa");
       return;
     }

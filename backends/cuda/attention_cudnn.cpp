@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
@@ -85,13 +86,17 @@ struct KeyHash {
   size_t operator()(const SdpaKey& k) const { return PlanKeyHash()(words(k)); }
 };
 
-struct Entry {
+}  // namespace
+
+struct SdpaPlan {
+  SdpaKey key;
   std::shared_ptr<fe::graph::Graph> graph;  // null when refused
   size_t workspace = 0;
   std::string refusal;
+  // uid -> device pointer, every uid of the graph present from the start, so
+  // a call assigns values and inserts nothing.
+  std::unordered_map<int64_t, void*> pack;
 };
-
-}  // namespace
 
 bool SdpaKey::operator==(const SdpaKey& o) const { return words(*this) == words(o); }
 
@@ -104,7 +109,7 @@ std::string SdpaKey::describe() const {
 struct CudnnSdpa::Impl {
   CudaDevice& dev;
   cudnnHandle_t handle = nullptr;
-  std::unordered_map<SdpaKey, Entry, KeyHash> graphs;
+  std::unordered_map<SdpaKey, SdpaPlan, KeyHash> graphs;  // node-based: a plan's address never changes
 
   explicit Impl(CudaDevice& d) : dev(d) {}
   ~Impl() {
@@ -173,11 +178,12 @@ struct CudnnSdpa::Impl {
   // support surface, the heuristics finding no engine, check_support finding
   // no plan that runs the graph) are cached refusals; any other failure
   // throws.
-  Entry& entry(const SdpaKey& key) {
+  SdpaPlan& entry(const SdpaKey& key) {
     if (auto it = graphs.find(key); it != graphs.end()) return it->second;
     dev.note_plan_created();
-    Entry e;
-    auto refuse = [&](const char* step, fe::error_t& err) -> Entry& {
+    SdpaPlan e;
+    e.key = key;
+    auto refuse = [&](const char* step, fe::error_t& err) -> SdpaPlan& {
       e.graph.reset();
       e.refusal = message(key, step, err);
       // Once per shape (the refusal is cached); every call it affects is
@@ -210,20 +216,26 @@ struct CudnnSdpa::Impl {
     if (ws < 0) throw DeviceError("cuDNN SDPA: " + key.describe() + ": negative workspace size " + std::to_string(ws));
     e.graph = std::move(g);
     e.workspace = static_cast<size_t>(ws);
+    static const std::vector<int64_t> forward_uids{kQ, kK, kV, kBias, kO, kStats};
+    static const std::vector<int64_t> backward_uids{kQ, kK, kV, kBias, kO, kDO, kStats, kDQ, kDK, kDV};
+    for (int64_t uid : key.backward ? backward_uids : forward_uids) e.pack.emplace(uid, nullptr);
     return graphs.emplace(key, std::move(e)).first->second;
   }
 
-  void execute(const SdpaKey& key, std::unordered_map<int64_t, void*>& pack, void* workspace) {
-    auto it = graphs.find(key);
-    if (it == graphs.end() || !it->second.graph)
-      throw std::logic_error("cuDNN SDPA: " + key.describe() + " executed without an accepted prepare()");
-    const Entry& e = it->second;
-    if (e.workspace > 0 && workspace == nullptr)
-      throw std::logic_error("cuDNN SDPA: " + key.describe() + " needs " + std::to_string(e.workspace) +
+  void execute(SdpaPlan& p, void* workspace) {
+    if (!p.graph)
+      throw std::logic_error("cuDNN SDPA: " + p.key.describe() + " executed although cuDNN refused it");
+    if (p.workspace > 0 && workspace == nullptr)
+      throw std::logic_error("cuDNN SDPA: " + p.key.describe() + " needs " + std::to_string(p.workspace) +
                              " bytes of workspace, got none");
-    if (fe::error_t err = e.graph->execute(handle, pack, workspace); err.is_bad()) throw_fe(key, "execute", err);
+    if (fe::error_t err = p.graph->execute(handle, p.pack, workspace); err.is_bad()) throw_fe(p.key, "execute", err);
   }
 };
+
+namespace {
+// Sets a uid's pointer in a plan's pack (present since the plan was built).
+void bind_ptr(SdpaPlan& p, int64_t uid, const void* ptr) { p.pack.at(uid) = const_cast<void*>(ptr); }
+}  // namespace
 
 CudnnSdpa::CudnnSdpa(CudaDevice& dev) : impl_(std::make_unique<Impl>(dev)) {
   MPB_CUDNN_CHECK(cudnnCreate(&impl_->handle));
@@ -232,33 +244,31 @@ CudnnSdpa::CudnnSdpa(CudaDevice& dev) : impl_(std::make_unique<Impl>(dev)) {
 
 CudnnSdpa::~CudnnSdpa() = default;
 
-bool CudnnSdpa::prepare(const SdpaKey& key, size_t* workspace, std::string* reason) {
-  const Entry& e = impl_->entry(key);
-  if (!e.graph) {
-    if (reason) *reason = e.refusal;
-    return false;
+SdpaPlan* CudnnSdpa::prepare(const SdpaKey& key, std::string* reason) {
+  SdpaPlan& p = impl_->entry(key);
+  if (!p.graph) {
+    if (reason) *reason = p.refusal;
+    return nullptr;
   }
-  if (workspace) *workspace = e.workspace;
-  return true;
+  return &p;
 }
 
-void CudnnSdpa::forward(const SdpaKey& key, const SdpaForwardArgs& a, void* workspace) {
-  if (key.backward) throw std::logic_error("cuDNN SDPA: forward() with a backward key");
-  std::unordered_map<int64_t, void*> pack = {
-      {kQ, const_cast<void*>(a.q)},       {kK, const_cast<void*>(a.k)}, {kV, const_cast<void*>(a.v)},
-      {kBias, const_cast<void*>(a.bias)}, {kO, a.out},                  {kStats, a.lse}};
-  impl_->execute(key, pack, workspace);
+size_t CudnnSdpa::workspace_bytes(const SdpaPlan& plan) { return plan.workspace; }
+
+void CudnnSdpa::forward(SdpaPlan& p, const SdpaForwardArgs& a, void* workspace) {
+  if (p.key.backward) throw std::logic_error("cuDNN SDPA: forward() with a backward plan");
+  for (const auto& [uid, ptr] : {std::pair<int64_t, const void*>{kQ, a.q}, {kK, a.k}, {kV, a.v}, {kBias, a.bias},
+                                 {kO, a.out}, {kStats, a.lse}})
+    bind_ptr(p, uid, ptr);
+  impl_->execute(p, workspace);
 }
 
-void CudnnSdpa::backward(const SdpaKey& key, const SdpaBackwardArgs& a, void* workspace) {
-  if (!key.backward) throw std::logic_error("cuDNN SDPA: backward() with a forward key");
-  std::unordered_map<int64_t, void*> pack = {
-      {kQ, const_cast<void*>(a.q)},       {kK, const_cast<void*>(a.k)},
-      {kV, const_cast<void*>(a.v)},       {kBias, const_cast<void*>(a.bias)},
-      {kO, const_cast<void*>(a.out)},     {kDO, const_cast<void*>(a.dout)},
-      {kStats, const_cast<float*>(a.lse)}, {kDQ, a.dq},
-      {kDK, a.dk},                        {kDV, a.dv}};
-  impl_->execute(key, pack, workspace);
+void CudnnSdpa::backward(SdpaPlan& p, const SdpaBackwardArgs& a, void* workspace) {
+  if (!p.key.backward) throw std::logic_error("cuDNN SDPA: backward() with a forward plan");
+  for (const auto& [uid, ptr] : {std::pair<int64_t, const void*>{kQ, a.q}, {kK, a.k}, {kV, a.v}, {kBias, a.bias},
+                                 {kO, a.out}, {kDO, a.dout}, {kStats, a.lse}, {kDQ, a.dq}, {kDK, a.dk}, {kDV, a.dv}})
+    bind_ptr(p, uid, ptr);
+  impl_->execute(p, workspace);
 }
 
 size_t CudnnSdpa::cached_graphs() const { return impl_->graphs.size(); }

@@ -50,6 +50,10 @@ struct SdpaBackwardArgs {
   const float* lse = nullptr;
 };
 
+// A key's cached graph (or cuDNN's refusal of it), with its workspace size
+// and the variant pack its calls reuse (attention_cudnn.cpp).
+struct SdpaPlan;
+
 class CudnnSdpa {
  public:
   // One cuDNN handle on the device's stream (the device's current CUDA device).
@@ -58,14 +62,17 @@ class CudnnSdpa {
   CudnnSdpa(const CudnnSdpa&) = delete;
   CudnnSdpa& operator=(const CudnnSdpa&) = delete;
 
-  // Builds the key's graph on first use (a plan creation) and caches it.
-  // True when cuDNN runs it, with its workspace size in *workspace; false
-  // when cuDNN refused it, with cuDNN's reason in *reason.
-  bool prepare(const SdpaKey& key, size_t* workspace, std::string* reason);
-  // Enqueue a prepared (accepted) key's graph on the device's stream.
-  // workspace: at least prepare()'s bytes of device memory (may be null for 0).
-  void forward(const SdpaKey& key, const SdpaForwardArgs& a, void* workspace);
-  void backward(const SdpaKey& key, const SdpaBackwardArgs& a, void* workspace);
+  // The key's plan: its graph built on first use (a plan creation) and
+  // cached, so later calls find it with one lookup. Null when cuDNN refused
+  // the graph, with cuDNN's reason in *reason (when given). Plans live as
+  // long as this object.
+  SdpaPlan* prepare(const SdpaKey& key, std::string* reason = nullptr);
+  static size_t workspace_bytes(const SdpaPlan& plan);
+  // Enqueue an accepted plan's graph on the device's stream; its variant
+  // pack is filled in place (no allocation per call). workspace: at least
+  // workspace_bytes(plan) of device memory (may be null for 0).
+  void forward(SdpaPlan& plan, const SdpaForwardArgs& a, void* workspace);
+  void backward(SdpaPlan& plan, const SdpaBackwardArgs& a, void* workspace);
   size_t cached_graphs() const;
 
  private:
