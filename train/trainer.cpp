@@ -276,6 +276,9 @@ void Trainer::warm_up() {
   const int64_t n_eval = cfg_.data.eval_samples;
   if (n_eval > 0) eval_chunk(0, std::min(micro, n_eval));
   if (n_eval > micro && n_eval % micro != 0) eval_chunk(n_eval - n_eval % micro, n_eval % micro);
+  // fp8: the amaxes and saturation counts these passes recorded are no
+  // step's (the evaluation's batches would otherwise reach step 1's scales).
+  if (Fp8Linears* fp8 = model_.fp8()) fp8->discard();
   dev_.synchronize();
 }
 

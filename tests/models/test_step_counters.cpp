@@ -122,5 +122,40 @@ TEST(StepCounters, WithoutWarmUpTheFirstStepAllocatesAndBuildsPlans) {
   EXPECT_EQ(r.plans_created[1], 0);
 }
 
+// The warm-up leaves no trace in fp8's delayed scaling: its forward passes
+// (a zero-scaled training batch and the evaluation's batches) record amaxes
+// and saturation counts that must not reach step 1's update. Steps after a
+// warm-up have the bits of steps without one: losses, scales and the
+// probed amaxes and saturated fractions.
+TEST(StepCounters, TheWarmUpLeavesNoTraceInFp8Scaling) {
+  CellConfig c = mlp_cell("fp8", true, 2);
+  c.numerics_every = 1;
+  c.inject_nonfinite = {};
+  auto run_steps = [&](bool warm_up) {
+    auto dev = make_cpu_device();
+    auto model = build_model(*dev, c, 7);
+    auto data = build_dataset(c, 7);
+    Trainer t(*dev, *model, *data, c);
+    if (warm_up) t.warm_up();
+    for (int s = 1; s <= 3; ++s) t.step(s);
+    return t.record();
+  };
+  const RunRecord cold = run_steps(false), warm = run_steps(true);
+  ASSERT_EQ(warm.numerics.size(), 3u);
+  for (size_t s = 0; s < 3; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s + 1));
+    EXPECT_EQ(warm.loss[s], cold.loss[s]);
+    const auto& w = warm.numerics[s].fp8;
+    const auto& k = cold.numerics[s].fp8;
+    ASSERT_EQ(w.size(), k.size());
+    ASSERT_FALSE(w.empty());
+    for (size_t i = 0; i < w.size(); ++i) {
+      EXPECT_EQ(w[i].scale, k[i].scale) << w[i].name;
+      EXPECT_EQ(w[i].amax, k[i].amax) << w[i].name;
+      EXPECT_EQ(w[i].saturated_fraction, k[i].saturated_fraction) << w[i].name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mpb
