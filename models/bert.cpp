@@ -205,6 +205,8 @@ class Bert final : public StoredParamsModel {
   // first, in order (Model::logits).
   Tensor logits() const override { return last_logits_; }
   void set_probe(ProbeFn probe) override { probe_ = std::move(probe); }
+  uint64_t rng_position() const override { return step_; }
+  void set_rng_position(uint64_t p) override { step_ = p; }
 
   void train_micro(const Tensor& x, const Tensor& y, float grad_scale, GradMode mode) override {
     training_ = true;

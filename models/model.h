@@ -83,6 +83,11 @@ class Model {
   // Precision fp8: the linear layers' FP8 scales (models/fp8_linears.h), which
   // the trainer updates after every step; null otherwise.
   virtual Fp8Linears* fp8() { return nullptr; }
+  // Where the model's per-micro-batch random streams (dropout) stand. The
+  // trainer's warm-up puts it back afterwards, so that step 1 draws what it
+  // would have drawn without a warm-up.
+  virtual uint64_t rng_position() const { return 0; }
+  virtual void set_rng_position(uint64_t) {}
   // FLOPs of one training sample (forward + backward GEMMs), for GFLOP/s.
   virtual double train_flops_per_sample() const = 0;
   // The forward GEMM FLOPs of one sample that gradient checkpointing runs a

@@ -253,6 +253,7 @@ void Trainer::warm_up() {
   HostBatch batch = data_.train_batch(1, cfg_.batch_size);
   const int64_t micro = model_.micro_batch();
   const int64_t per = data_.labels_per_sample();
+  const uint64_t rng = model_.rng_position();
   prepare_inputs(batch);
   NumericsSample sample;
   const bool probes = cfg_.numerics_every > 0;
@@ -279,6 +280,7 @@ void Trainer::warm_up() {
   // fp8: the amaxes and saturation counts these passes recorded are no
   // step's (the evaluation's batches would otherwise reach step 1's scales).
   if (Fp8Linears* fp8 = model_.fp8()) fp8->discard();
+  model_.set_rng_position(rng);  // step 1's dropout masks are the ones it would draw unwarmed
   dev_.synchronize();
 }
 

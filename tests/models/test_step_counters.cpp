@@ -122,11 +122,12 @@ TEST(StepCounters, WithoutWarmUpTheFirstStepAllocatesAndBuildsPlans) {
   EXPECT_EQ(r.plans_created[1], 0);
 }
 
-// The warm-up leaves no trace in fp8's delayed scaling: its forward passes
-// (a zero-scaled training batch and the evaluation's batches) record amaxes
-// and saturation counts that must not reach step 1's update. Steps after a
-// warm-up have the bits of steps without one: losses, scales and the
-// probed amaxes and saturated fractions.
+// The warm-up leaves no trace: steps after it have the bits of steps without
+// one. fp8: its forward passes (a zero-scaled training batch and the
+// evaluation's batches) record amaxes and saturation counts that must not
+// reach step 1's delayed-scaling update (losses, scales, the probed amaxes
+// and saturated fractions). Dropout: its micro-batches must not advance the
+// model's dropout streams.
 TEST(StepCounters, TheWarmUpLeavesNoTraceInFp8Scaling) {
   CellConfig c = mlp_cell("fp8", true, 2);
   c.numerics_every = 1;
@@ -155,6 +156,25 @@ TEST(StepCounters, TheWarmUpLeavesNoTraceInFp8Scaling) {
       EXPECT_EQ(w[i].saturated_fraction, k[i].saturated_fraction) << w[i].name;
     }
   }
+}
+
+TEST(StepCounters, TheWarmUpLeavesNoTraceInDropoutStreams) {
+  CellConfig c = bert_cell("fp32", true, CheckpointPolicy::Off);
+  c.model.dropout = 0.1;
+  c.accumulation = 2;
+  c.batch_size = 8;
+  c.inject_nonfinite = {};
+  auto losses = [&](bool warm_up) {
+    auto dev = make_cpu_device();
+    auto model = build_model(*dev, c, 7);
+    auto data = build_dataset(c, 7);
+    Trainer t(*dev, *model, *data, c);
+    if (warm_up) t.warm_up();
+    for (int s = 1; s <= 3; ++s) t.step(s);
+    return t.record().loss;
+  };
+  const std::vector<double> cold = losses(false), warm = losses(true);
+  for (size_t s = 0; s < 3; ++s) EXPECT_EQ(warm[s], cold[s]) << "step " << s + 1;
 }
 
 }  // namespace
