@@ -128,20 +128,21 @@ TEST(StepCounters, WithoutWarmUpTheFirstStepAllocatesAndBuildsPlans) {
 // reach step 1's delayed-scaling update (losses, scales, the probed amaxes
 // and saturated fractions). Dropout: its micro-batches must not advance the
 // model's dropout streams.
+RunRecord three_steps(const CellConfig& c, bool warm_up) {
+  auto dev = make_cpu_device();
+  auto model = build_model(*dev, c, 7);
+  auto data = build_dataset(c, 7);
+  Trainer t(*dev, *model, *data, c);
+  if (warm_up) t.warm_up();
+  for (int s = 1; s <= 3; ++s) t.step(s);
+  return t.record();
+}
+
 TEST(StepCounters, TheWarmUpLeavesNoTraceInFp8Scaling) {
   CellConfig c = mlp_cell("fp8", true, 2);
   c.numerics_every = 1;
   c.inject_nonfinite = {};
-  auto run_steps = [&](bool warm_up) {
-    auto dev = make_cpu_device();
-    auto model = build_model(*dev, c, 7);
-    auto data = build_dataset(c, 7);
-    Trainer t(*dev, *model, *data, c);
-    if (warm_up) t.warm_up();
-    for (int s = 1; s <= 3; ++s) t.step(s);
-    return t.record();
-  };
-  const RunRecord cold = run_steps(false), warm = run_steps(true);
+  const RunRecord cold = three_steps(c, false), warm = three_steps(c, true);
   ASSERT_EQ(warm.numerics.size(), 3u);
   for (size_t s = 0; s < 3; ++s) {
     SCOPED_TRACE("step " + std::to_string(s + 1));
@@ -164,16 +165,7 @@ TEST(StepCounters, TheWarmUpLeavesNoTraceInDropoutStreams) {
   c.accumulation = 2;
   c.batch_size = 8;
   c.inject_nonfinite = {};
-  auto losses = [&](bool warm_up) {
-    auto dev = make_cpu_device();
-    auto model = build_model(*dev, c, 7);
-    auto data = build_dataset(c, 7);
-    Trainer t(*dev, *model, *data, c);
-    if (warm_up) t.warm_up();
-    for (int s = 1; s <= 3; ++s) t.step(s);
-    return t.record().loss;
-  };
-  const std::vector<double> cold = losses(false), warm = losses(true);
+  const std::vector<double> cold = three_steps(c, false).loss, warm = three_steps(c, true).loss;
   for (size_t s = 0; s < 3; ++s) EXPECT_EQ(warm[s], cold[s]) << "step " << s + 1;
 }
 
