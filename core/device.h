@@ -482,6 +482,22 @@ class Device {
   // stored.
   void dropout(const Tensor& out, const Tensor& in, float p, uint64_t seed);
 
+  // --- FP8 delayed scaling ------------------------------------------------------
+  // One optimizer step's update of n FP8 tensors' scales (core/fp8_scaling.h),
+  // on the device, as Transformer Engine's amax-and-scale update runs: no
+  // host wait. For each slot i with touched[i]: amax[i] goes into row i of
+  // history [n, len] at entry steps[i] % len, steps[i] counts it, and scale[i]
+  // becomes scalar::fp8_scale_from_amax(r, fp8_max[i], margin, scale[i])
+  // (ops/fp8_scale.h), where r reduces the row's min(steps[i], len) filled
+  // entries: their max, NaN if one is NaN (most_recent: amax[i] itself). An
+  // untouched slot keeps its history, count and scale. Then every amax[i] is
+  // zeroed, for the next step's GEMMs to take their max into. scale, amax,
+  // fp8_max: f32 [n]; steps: i32 [n]; history: f32 [n, len], len >= 1;
+  // touched.size() == n <= kFp8MaxSlots; margin >= 0.
+  static constexpr int64_t kFp8MaxSlots = 3072;
+  void fp8_update_scales(const Tensor& scale, const Tensor& amax, const Tensor& history, const Tensor& steps,
+                         const Tensor& fp8_max, const std::vector<bool>& touched, int margin, bool most_recent);
+
   // --- optimizers (fp32 master weights and state) ------------------------------
   // Parameters are fp32 master weights, or half when a policy has none
   // (apex O3: each update is rounded to half); gradients any float dtype;
@@ -576,6 +592,9 @@ class Device {
   virtual void embedding_backward_impl(const Tensor& dtable, const Tensor& dout, const Tensor& ids,
                                        GradMode mode) = 0;
   virtual void dropout_impl(const Tensor& out, const Tensor& in, float p, uint64_t seed) = 0;
+  virtual void fp8_update_scales_impl(const Tensor& scale, const Tensor& amax, const Tensor& history,
+                                      const Tensor& steps, const Tensor& fp8_max, const std::vector<bool>& touched,
+                                      int margin, bool most_recent) = 0;
   virtual void adamw_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                                const AdamWHyper& h, GradScale grad_scale, bool fused, const Tensor& param_copy,
                                const std::vector<ElementRange>& no_decay) = 0;

@@ -632,6 +632,29 @@ void Device::dropout(const Tensor& out, const Tensor& in, float p, uint64_t seed
   dropout_impl(out, in, p, seed);
 }
 
+// ---- FP8 delayed scaling -----------------------------------------------------------------------
+void Device::fp8_update_scales(const Tensor& scale, const Tensor& amax, const Tensor& history, const Tensor& steps,
+                               const Tensor& fp8_max, const std::vector<bool>& touched, int margin,
+                               bool most_recent) {
+  const char* op = "fp8_update_scales";
+  need_dtype(op, "scale", scale, DType::F32);
+  const int64_t n = scale.numel();
+  if (n > kFp8MaxSlots) fail(op, "at most " + num(kFp8MaxSlots) + " slots, got " + num(n));
+  if (static_cast<int64_t>(touched.size()) != n)
+    fail(op, "touched has " + num(static_cast<int64_t>(touched.size())) + " entries, scale " + num(n));
+  need_dtype(op, "amax", amax, DType::F32);
+  need_numel(op, "amax", amax, n, "[n] of scale");
+  need_dtype(op, "fp8_max", fp8_max, DType::F32);
+  need_numel(op, "fp8_max", fp8_max, n, "[n] of scale");
+  need_dtype(op, "steps", steps, DType::I32);
+  need_numel(op, "steps", steps, n, "[n] of scale");
+  need_dtype(op, "history", history, DType::F32);
+  if (history.shape.ndim != 2 || history.shape[0] != n || history.shape[1] < 1)
+    fail(op, "history must be [n, len] with len >= 1, n = " + num(n));
+  if (margin < 0) fail(op, "margin must be >= 0, got " + num(int64_t{margin}));
+  fp8_update_scales_impl(scale, amax, history, steps, fp8_max, touched, margin, most_recent);
+}
+
 // ---- optimizers ------------------------------------------------------------------------------
 namespace {
 void need_decision(const char* op, GradScale grad_scale, bool decided) {

@@ -4,9 +4,10 @@
 //   input        E4M3   the layer's input (forward GEMM, weight-gradient GEMM)
 //   weight       E4M3   its weight's compute copy (forward, input-gradient GEMM)
 //   grad_output  E5M2   the gradient arriving at its output (both backward GEMMs)
-// The scales, amaxes and saturation counts live on the device, where the GEMMs
-// read and write them (GemmFp8Operand); update() moves one step's amaxes into
-// the histories and the new scales back, once per optimizer step.
+// The scales, amaxes, histories and saturation counts live on the device,
+// where the GEMMs read and write them (GemmFp8Operand) and update() turns one
+// step's amaxes into the next step's scales (Device::fp8_update_scales), once
+// per optimizer step and without a host wait, as Transformer Engine does.
 //
 // Layers are registered by their weight's address the first time a GEMM uses
 // them, so slots follow the order of the first step's GEMMs ("linear0" is the
@@ -36,6 +37,7 @@ struct Fp8TensorReport {
 class Fp8Linears {
  public:
   static constexpr int kMaxLinears = 1024;  // BERT-large has 146
+  static_assert(3 * kMaxLinears == Device::kFp8MaxSlots, "one update covers every slot");
 
   Fp8Linears(Device& dev, const Fp8Recipe& recipe);
 
@@ -43,25 +45,35 @@ class Fp8Linears {
   // `elements` is how many values this GEMM quantizes (for the saturated fraction).
   GemmFp8Operand operand(const void* weight, Fp8Role role, int64_t elements);
 
-  // After each optimizer step (applied or skipped): reads the amaxes and
-  // counts (one host sync), records them in the histories, uploads the new
-  // scales and zeroes the amaxes and counts for the next step.
-  void update();
+  // After each optimizer step (applied or skipped), inside it: the step's
+  // amaxes go into the histories and the next step's scales are computed on
+  // the device; the amaxes and saturation counts are zeroed for the next
+  // step. No host wait, unless `report`: then the step's scales, amaxes and
+  // saturated fractions are read back first (three waits), for last_step().
+  void update(bool report);
 
   // Forgets what GEMMs since the last update() recorded, keeping the scales
-  // and histories: after an evaluation, whose forward passes are no step.
+  // and histories: after an evaluation, whose forward passes are no step,
+  // and after the trainer's warm-up. It also sizes the history for every
+  // tensor registered so far, so that the update after it allocates nothing.
   void discard();
 
-  // Every registered tensor as of the last update().
+  // Every registered tensor as of the last update(true).
   const std::vector<Fp8TensorReport>& last_step() const { return report_; }
 
  private:
+  int64_t slots() const { return static_cast<int64_t>(elements_.size()); }
+  // Grows history_ to the registered slots (keeping what it holds).
+  void reserve_history();
+
   Device* dev_;
   Fp8Recipe recipe_;
-  DeviceBuffer scale_, amax_, saturated_;  // [3 * kMaxLinears] float32
+  DeviceBuffer scale_, amax_, saturated_, fp8_max_;  // [3 * kMaxLinears] float32, per slot 3 * layer + role
+  DeviceBuffer steps_;                               // [3 * kMaxLinears] int32: updates each history holds
+  DeviceBuffer history_;                             // [history_slots_, amax_history_len] float32
+  int64_t history_slots_ = 0;
   std::unordered_map<const void*, int> layer_of_;
-  std::vector<Fp8TensorScale> scales_;  // per slot: 3 * layer + role
-  std::vector<double> elements_;        // this step's quantized element count per slot
+  std::vector<double> elements_;  // this step's quantized element count per slot
   std::vector<Fp8TensorReport> report_;
 };
 

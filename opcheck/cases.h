@@ -19,6 +19,7 @@ void add_embedding_cases(std::vector<OpCase>& v);    // embedding_forward/backwa
 void add_label_position_cases(std::vector<OpCase>& v);  // label_positions + the sparse head's gather/scatter
 void add_optimizer_cases(std::vector<OpCase>& v);    // adamw_step sgd_step lamb_step
 void add_decide_step_cases(std::vector<OpCase>& v);  // decide_step + the decided optimizer ops
+void add_fp8_scale_cases(std::vector<OpCase>& v);    // fp8_update_scales
 void add_gemm_cases(std::vector<OpCase>& v);         // gemm: modes, epilogues, batches, backward epilogues
 
 inline constexpr DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};

@@ -245,6 +245,7 @@ const std::vector<OpCase>& op_cases() {
     add_label_position_cases(v);
     add_optimizer_cases(v);
     add_decide_step_cases(v);
+    add_fp8_scale_cases(v);
     add_gemm_cases(v);
     return v;
   }();

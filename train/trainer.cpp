@@ -136,6 +136,13 @@ void Trainer::step(int step) {
   const DeviceRange range(dev_, "gradient statistics + optimizer step");
   dev_.decide_step(model_.grads(), S, cfg_.optimizer.grad_clip);
   apply_update();
+  // Precision fp8: this step's amaxes into the histories and the next step's
+  // scales, on the device and inside the step, as Transformer Engine does
+  // (after skipped steps too); a probed step also reads them back.
+  if (Fp8Linears* fp8 = model_.fp8()) {
+    fp8->update(probe_step);
+    if (probe_step) sample.fp8 = fp8->last_step();
+  }
   if (opt_.inject_step_delay_ms > 0)  // the device keeps running queued work meanwhile; the timer sees the wait
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt_.inject_step_delay_ms));
   timer_->stop();
@@ -161,16 +168,6 @@ void Trainer::step(int step) {
   rec_.grad_norm.push_back(norm);
   rec_.skipped.push_back(skip ? 1 : 0);
   rec_.probed.push_back(probe_step ? 1 : 0);
-  // Precision fp8: this step's amaxes into the histories, next step's scales
-  // (after skipped steps too, as Transformer Engine does). Between steps, as
-  // the loss scaler's update is: it reads the amaxes back to the host (two
-  // waits), where Transformer Engine updates its scales on the device inside
-  // the step, so a timed wait here would charge fp8 a cost the technique does
-  // not have.
-  if (Fp8Linears* fp8 = model_.fp8()) {
-    fp8->update();
-    if (probe_step) sample.fp8 = fp8->last_step();
-  }
   if (probe_step) rec_.numerics.push_back(sample);
 }
 

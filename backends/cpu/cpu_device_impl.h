@@ -61,6 +61,7 @@ class CpuDevice : public Device {
   //   attention           backends/cpu/kernels/attention.cpp
   //   embeddings          backends/cpu/kernels/embedding.cpp
   //   optimizers          backends/cpu/kernels/optimizer.cpp
+  //   FP8 delayed scaling backends/cpu/fp8_scales.cpp (no ISA build: a few thousand scalars)
 #include "core/device_impl_overrides.inc"
 
  private:

@@ -131,6 +131,7 @@ class CudaDevice final : public Device {
   //   attention           backends/cuda/attention.cu
   //   embeddings          backends/cuda/embedding.cu
   //   optimizers          backends/cuda/optimizer.cu
+  //   FP8 delayed scaling backends/cuda/fp8_scales.cu
 #include "core/device_impl_overrides.inc"
 
  private:

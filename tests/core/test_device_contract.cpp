@@ -126,6 +126,10 @@ class RecordingDevice final : public Device {
     record("embedding_backward");
   }
   void dropout_impl(const Tensor&, const Tensor&, float, uint64_t) override { record("dropout"); }
+  void fp8_update_scales_impl(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              const std::vector<bool>&, int, bool) override {
+    record("fp8_update_scales");
+  }
   void adamw_step_impl(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AdamWHyper&, GradScale, bool,
                        const Tensor&, const std::vector<ElementRange>&) override {
     record("adamw_step");
@@ -354,7 +358,7 @@ Cases loss_cases(Arena& A) {
 }
 
 Cases reduction_cases(Arena& A) {
-  const Tensor f4 = A.t({4}), i4 = A.t({4}, DType::I32);
+  const Tensor f4 = A.t({4}), i4 = A.t({4}, DType::I32), h42 = A.t({4, 2});
   return {
       {"stats int", [=](Device& d) { d.stats(i4); }, "stats: t must be a float tensor"},
       {"histogram nbins", [=](Device& d) { d.exponent_histogram(f4, -10, 0); },
@@ -366,6 +370,20 @@ Cases reduction_cases(Arena& A) {
        "decide_step: loss_scale must be finite and >= 0"},
       {"decide_step NaN scale", [=](Device& d) { d.decide_step(f4, NAN, 0.0); },
        "decide_step: loss_scale must be finite and >= 0"},
+      {"fp8_update_scales touched", [=](Device& d) { d.fp8_update_scales(f4, f4, h42, i4, f4, {true}, 0, false); },
+       "fp8_update_scales: touched has 1 entries, scale 4"},
+      {"fp8_update_scales history", [=](Device& d) {
+         d.fp8_update_scales(f4, f4, f4, i4, f4, std::vector<bool>(4, true), 0, false);
+       },
+       "fp8_update_scales: history must be [n, len] with len >= 1, n = 4"},
+      {"fp8_update_scales steps dtype", [=](Device& d) {
+         d.fp8_update_scales(f4, f4, h42, f4, f4, std::vector<bool>(4, true), 0, false);
+       },
+       "fp8_update_scales: steps must be int32"},
+      {"fp8_update_scales margin", [=](Device& d) {
+         d.fp8_update_scales(f4, f4, h42, i4, f4, std::vector<bool>(4, true), -1, false);
+       },
+       "fp8_update_scales: margin must be >= 0, got -1"},
   };
 }
 
@@ -675,6 +693,9 @@ TEST(DeviceContract, AGoodCallReachesItsOwnImplementation) {
       {"adamw_step", [&] { fake.adamw_step(f4, half, m, mv, {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1}, 1.0f, true, half); }},
       {"sgd_step", [&] { fake.sgd_step(half, f4, m, {0.1f, 0.9f, 0.0f}, 1.0f); }},
       {"decide_step", [&] { fake.decide_step(half, 256.0, 1.0); }},
+      {"fp8_update_scales", [&] {
+         fake.fp8_update_scales(f4, m, A.t({4, 3}), A.t({4}, DType::I32), mv, std::vector<bool>(4, true), 1, true);
+       }},
       {"step_results_read", [&] { fake.read_step_results(); }},
       {"adamw_step", [&] {
          fake.adamw_step(f4, half, m, mv, {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1}, GradScale::decided(), false, Tensor{});

@@ -47,7 +47,7 @@ TEST(Fp8Linears, MlpStepRecordsAmaxesAndDelayedScales) {
   dev->upload(labels, y.data());
 
   model->train_micro(model->input(), labels, 1.0f, GradMode::Overwrite);
-  fp8->update();
+  fp8->update(true);
   const auto& r = fp8->last_step();
   ASSERT_EQ(r.size(), 3u * 3u);  // 3 linear layers x (input, weight, grad_output)
   EXPECT_EQ(r[0].name, "linear0.input");
@@ -62,7 +62,7 @@ TEST(Fp8Linears, MlpStepRecordsAmaxesAndDelayedScales) {
 
   // The second step uses the scales computed from the first step's amaxes.
   model->train_micro(model->input(), labels, 1.0f, GradMode::Overwrite);
-  fp8->update();
+  fp8->update(true);
   const auto& r2 = fp8->last_step();
   for (size_t i = 0; i < r.size(); ++i) {
     const float fmax = r[i].format[1] == '4' ? kE4M3Max : kE5M2Max;
