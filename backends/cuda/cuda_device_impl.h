@@ -136,6 +136,9 @@ class CudaDevice final : public Device {
 
  private:
   void check_flags_and_deferred(const char* op);
+  // Waits for the stream (raising a flagged error, named for `op`), then
+  // returns the deferred loss sum and zeroes it, also when the wait throws.
+  double take_loss_sum(const char* op);
 
   int ordinal_ = 0;
   int sm_count_ = 0;

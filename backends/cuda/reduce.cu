@@ -169,7 +169,7 @@ void CudaDevice::decide_step_impl(const Tensor& grads, double loss_scale, double
 // One wait (the loss sum's read), then the mapped decision as it stands.
 StepResults CudaDevice::step_results_read_impl() {
   StepResults r;
-  r.loss_sum = loss_sum_read_impl();
+  r.loss_sum = take_loss_sum("read_step_results");
   const volatile StepDecisionSlot* d = decision_host_;
   r.grad_stats.sum_squares = d->sum_squares;
   r.grad_stats.nonfinite = static_cast<int64_t>(d->nonfinite);

@@ -232,10 +232,12 @@ double CudaDevice::softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& 
 // Waits for the stream (and raises a flagged bad label), then reads the
 // mapped sum and zeroes it: the sum is zero afterwards whether or not the
 // wait raises a device error.
-double CudaDevice::loss_sum_read_impl() {
+double CudaDevice::loss_sum_read_impl() { return take_loss_sum("read_loss_sum"); }
+
+double CudaDevice::take_loss_sum(const char* op) {
   volatile double* sum = loss_sum_host_;
   try {
-    sync_and_check("read_loss_sum");
+    sync_and_check(op);
   } catch (...) {
     *sum = 0.0;
     throw;
