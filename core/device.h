@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/attention_layout.h"
 #include "core/device_counters.h"
 #include "core/fp8.h"
 #include "core/memory_tracker.h"
@@ -468,6 +469,19 @@ class Device {
   void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                           const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& key_valid, float scale, float mask_value);
+  // The same fused self-attention (Tq = Tk = T) read straight from the packed
+  // QKV projection and written straight into merged heads, so no head shuffle
+  // runs (core/attention_layout.h): qkv [B*T, 3C] (or [B,T,3C], [B,T,3,C])
+  // holds [B,T,3,H,D]; out [B*T, C] (or [B,T,C], [B,T,H,D]) is [B,T,H,D];
+  // lse fp32 [B,H,T] gives B, H and T (C = H*D); key_valid int32 [B,T].
+  // Backward: dqkv like qkv, dout like out; dqkv must not share memory with
+  // an input, nor out with qkv. The results are attention_forward/backward's
+  // on the split heads, merged; bit for bit where the backend runs its own
+  // kernel (the same code, other addresses).
+  void attention_forward_packed(const Tensor& out, const Tensor& lse, const Tensor& qkv, const Tensor& key_valid,
+                                float scale, float mask_value);
+  void attention_backward_packed(const Tensor& dqkv, const Tensor& dout, const Tensor& out, const Tensor& lse,
+                                 const Tensor& qkv, const Tensor& key_valid, float scale, float mask_value);
   // out[i,:] = table[ids[i], :]; backward adds rows of dout into dtable
   // (deterministically: the same sum order on every run). The table is at
   // least 2-D with out's (dout's) columns; ids int32 [rows of out]; dout must
@@ -583,11 +597,13 @@ class Device {
                                            float scale, float mask_value) = 0;
   virtual void softmax_backward_impl(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs,
                                      float scale) = 0;
-  virtual void attention_forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                                      const Tensor& v, const Tensor& key_valid, float scale, float mask_value) = 0;
-  virtual void attention_backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
-                                       const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                                       const Tensor& v, const Tensor& key_valid, float scale, float mask_value) = 0;
+  // Both layouts of fused attention (core/attention_layout.h); lse is
+  // contiguous fp32 [B,H,Tq]. Backward: dq and dout/out are [B,H,Tq,D], dk
+  // and dv [B,H,Tk,D], each where its layout says.
+  virtual void attention_forward_impl(const AttentionProblem& p, const AttnOperand& out, const Tensor& lse) = 0;
+  virtual void attention_backward_impl(const AttentionProblem& p, const AttnOperand& dq, const AttnOperand& dk,
+                                       const AttnOperand& dv, const AttnOperand& dout, const AttnOperand& out,
+                                       const Tensor& lse) = 0;
   virtual void embedding_forward_impl(const Tensor& out, const Tensor& table, const Tensor& ids) = 0;
   virtual void embedding_backward_impl(const Tensor& dtable, const Tensor& dout, const Tensor& ids,
                                        GradMode mode) = 0;

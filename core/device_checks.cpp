@@ -586,11 +586,87 @@ void Device::softmax_backward(const Tensor& dscores, const Tensor& probs, const 
   softmax_backward_impl(dscores, probs, dprobs, scale);
 }
 
+namespace {
+// The problem of attention_forward/backward's contiguous [B,H,T,D] operands.
+AttentionProblem heads_problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_valid,
+                               float scale, float mask_value) {
+  AttentionProblem p;
+  p.B = q.shape[0], p.H = q.shape[1], p.Tq = q.shape[2], p.Tk = k.shape[2], p.D = q.shape[3];
+  p.q = {q, heads_layout(p.H, p.Tq, p.D)};
+  p.k = {k, heads_layout(p.H, p.Tk, p.D)};
+  p.v = {v, heads_layout(p.H, p.Tk, p.D)};
+  p.key_valid = key_valid;
+  p.scale = scale, p.mask_value = mask_value;
+  return p;
+}
+
+// Checks the packed ops' common arguments and returns their problem: q, k, v
+// parts 0..2 of qkv [B,T,3,H,D]. out (and dout) [B,T,H,D] is checked by the
+// caller through check_packed_out.
+AttentionProblem packed_problem(const char* op, const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                                const Tensor& key_valid, float scale, float mask_value) {
+  need_dtype(op, "lse", lse, DType::F32);
+  if (lse.shape.ndim != 3 || lse.shape[0] <= 0 || lse.shape[1] <= 0 || lse.shape[2] <= 0)
+    fail(op, "lse must be a non-empty fp32 [B,H,T] (it gives B, H and T), got " + describe(lse));
+  AttentionProblem p;
+  p.B = lse.shape[0], p.H = lse.shape[1], p.Tq = p.Tk = lse.shape[2];
+  const int64_t N = p.B * p.Tq, n_out = out.numel();
+  if (n_out == 0 || n_out % N != 0 || (n_out / N) % p.H != 0)
+    fail(op, "out " + describe(out) + " does not hold [B,T,H,D] for lse's B " + num(p.B) + ", H " + num(p.H) +
+                 " and T " + num(p.Tq));
+  const int64_t C = n_out / N;
+  p.D = C / p.H;
+  if (!(out.rows() == N && out.cols() == C) && out.shape != Shape{p.B, p.Tq, C} &&
+      out.shape != Shape{p.B, p.Tq, p.H, p.D})
+    fail(op, "out must be [B*T, C], [B,T,C] or [B,T,H,D] for B " + num(p.B) + ", T " + num(p.Tq) + ", C " + num(C) +
+                 ", got " + describe(out));
+  if (!(qkv.rows() == N && qkv.cols() == 3 * C) && qkv.shape != Shape{p.B, p.Tq, 3, C})
+    fail(op, "qkv must be [B*T, 3C], [B,T,3C] or [B,T,3,C] for B " + num(p.B) + ", T " + num(p.Tq) + ", C " +
+                 num(C) + ", got " + describe(qkv));
+  need_float(op, "qkv", qkv);
+  need_float(op, "out", out);
+  check_key_valid(op, key_valid, p.B, p.Tk);
+  need_distinct(op, "out", out, "qkv", qkv, "qkv is read while out is written");
+  p.q = {qkv, packed_layout(p.Tq, p.H, p.D, 3, 0)};
+  p.k = {qkv, packed_layout(p.Tk, p.H, p.D, 3, 1)};
+  p.v = {qkv, packed_layout(p.Tk, p.H, p.D, 3, 2)};
+  p.key_valid = key_valid;
+  p.scale = scale, p.mask_value = mask_value;
+  return p;
+}
+}  // namespace
+
 void Device::attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                                const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
   check_attention("attention_forward", q, k, v, "out", out, lse, key_valid);
+  const AttentionProblem p = heads_problem(q, k, v, key_valid, scale, mask_value);
   const int64_t notes = attention_impl_notes_;
-  attention_forward_impl(out, lse, q, k, v, key_valid, scale, mask_value);
+  attention_forward_impl(p, {out, p.q.at}, lse);
+  count_attention_impl(notes);
+}
+
+void Device::attention_forward_packed(const Tensor& out, const Tensor& lse, const Tensor& qkv,
+                                      const Tensor& key_valid, float scale, float mask_value) {
+  const AttentionProblem p = packed_problem("attention_forward_packed", out, lse, qkv, key_valid, scale, mask_value);
+  const int64_t notes = attention_impl_notes_;
+  attention_forward_impl(p, {out, packed_layout(p.Tq, p.H, p.D, 1, 0)}, lse);
+  count_attention_impl(notes);
+}
+
+void Device::attention_backward_packed(const Tensor& dqkv, const Tensor& dout, const Tensor& out,
+                                       const Tensor& lse, const Tensor& qkv, const Tensor& key_valid, float scale,
+                                       float mask_value) {
+  const char* op = "attention_backward_packed";
+  const AttentionProblem p = packed_problem(op, out, lse, qkv, key_valid, scale, mask_value);
+  need_shape(op, "dout", dout, "out", out);
+  need_shape(op, "dqkv", dqkv, "qkv", qkv);
+  need_float(op, "dout", dout);
+  need_float(op, "dqkv", dqkv);
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"qkv", &qkv}, {"out", &out}, {"dout", &dout}})
+    need_distinct(op, "dqkv", dqkv, name, *t, "an input of the backward pass");
+  const HeadLayout o = packed_layout(p.Tq, p.H, p.D, 1, 0);
+  const int64_t notes = attention_impl_notes_;
+  attention_backward_impl(p, {dqkv, p.q.at}, {dqkv, p.k.at}, {dqkv, p.v.at}, {dout, o}, {out, o}, lse);
   count_attention_impl(notes);
 }
 
@@ -604,8 +680,9 @@ void Device::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
   need_shape(op, "dk", dk, "k", k);
   need_shape(op, "dv", dv, "k", k);
   need_floats(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}});
+  const AttentionProblem p = heads_problem(q, k, v, key_valid, scale, mask_value);
   const int64_t notes = attention_impl_notes_;
-  attention_backward_impl(dq, dk, dv, dout, out, lse, q, k, v, key_valid, scale, mask_value);
+  attention_backward_impl(p, {dq, p.q.at}, {dk, p.k.at}, {dv, p.v.at}, {dout, p.q.at}, {out, p.q.at}, lse);
   count_attention_impl(notes);
 }
 

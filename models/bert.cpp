@@ -350,18 +350,18 @@ class Bert final : public StoredParamsModel {
   }
 
   // Attention of layer l from qkv [N,3C]; returns the merged heads [N,C].
+  // Fused: one op reads the heads from qkv by stride and writes them merged
+  // (no head shuffles); both stay for the backward pass.
   Tensor attention_forward(int l, BertLayerActs& A, const Tensor& qkv, int64_t b) {
-    Tensor q = heads(A.q, b), k = heads(A.k, b), v = heads(A.v, b);
-    dev_.split_heads(q, k, v, qkv);
     const Tensor key_valid = first_view(acts_.mask, Shape{b, T_});
     if (attn_fused_) {
-      Tensor o = heads(A.att, b);
-      dev_.attention_forward(o, first_view(A.lse, Shape{b, H_, T_}), q, k, v, key_valid, scale_, mask_value_);
-      Tensor a = nc(acts_.a_s, b);
-      dev_.merge_heads(a, o);
-      probe(ProbeKind::Activation, o);
+      Tensor a = nc(A.att, b);
+      dev_.attention_forward_packed(a, first_view(A.lse, Shape{b, H_, T_}), qkv, key_valid, scale_, mask_value_);
+      probe(ProbeKind::Activation, a);
       return a;
     }
+    Tensor q = heads(A.q, b), k = heads(A.k, b), v = heads(A.v, b);
+    dev_.split_heads(q, k, v, qkv);
     Tensor s = scores(acts_.scores, b), p = scores(A.probs, b);
     bgemm(s, q, k, T_, T_, D_, false, true, b * H_);  // q . k^T
     dev_.masked_softmax_forward(p, s, key_valid, scale_, mask_value_);
@@ -379,7 +379,8 @@ class Bert final : public StoredParamsModel {
     const BertLayerParams& P = P_.layers[static_cast<size_t>(l)];
     BertLayerActs& A = acts_.set(l);
     const Tensor x = acts_.layer_in(l, b), y = acts_.layer_out(l, b);
-    Tensor qkv = first_view(acts_.qkv, Shape{b * T_, 3 * C_});
+    // Fused attention reads the projection again in the backward pass: its own per layer.
+    Tensor qkv = first_view(attn_fused_ ? A.qkv : acts_.qkv, Shape{b * T_, 3 * C_});
     Tensor attn_in = x;
     if (pre_ln_) {
       attn_in = nc(A.hln, b);
@@ -501,26 +502,28 @@ class Bert final : public StoredParamsModel {
   // Backward of the attention core: from da [N,C] (gradient of the merged
   // heads) to dqkv [N,3C].
   void attention_backward(int l, BertLayerActs& A, const Tensor& da, const Tensor& dqkv, int64_t b) {
+    if (attn_fused_) {
+      dev_.attention_backward_packed(dqkv, da, nc(A.att, b), first_view(A.lse, Shape{b, H_, T_}),
+                                     first_view(A.qkv, Shape{b * T_, 3 * C_}), first_view(acts_.mask, Shape{b, T_}),
+                                     scale_, mask_value_);
+      probe(ProbeKind::ActivationGrad, dqkv);
+      return;
+    }
     const Tensor q = heads(A.q, b), k = heads(A.k, b), v = heads(A.v, b);
     Tensor datt = heads(acts_.datt, b), dq = heads(acts_.dq, b), dk = heads(acts_.dk, b), dv = heads(acts_.dv, b);
     dev_.split_heads_grad(datt, da);
-    if (attn_fused_) {
-      dev_.attention_backward(dq, dk, dv, datt, heads(A.att, b), first_view(A.lse, Shape{b, H_, T_}), q, k, v,
-                              first_view(acts_.mask, Shape{b, T_}), scale_, mask_value_);
-    } else {
-      const Tensor p = scores(A.probs, b);
-      Tensor s1 = scores(acts_.scores, b), s2 = scores(acts_.dprobs, b);
-      const Tensor pd = drop(s2, p, l, kSiteAttnProbs);  // the same mask as the forward pass
-      bgemm(dv, pd, datt, T_, D_, T_, true, false, b * H_);  // dv = pd^T . datt
-      bgemm(s1, datt, v, T_, T_, D_, false, true, b * H_);   // d(pd) = datt . v^T
-      Tensor dp = s1, ds = s2;
-      if (dropping()) dp = drop(s2, s1, l, kSiteAttnProbs), ds = s1;
-      dev_.softmax_backward(ds, p, dp, scale_);  // d scores (the scale included)
-      bgemm(dq, ds, k, T_, D_, T_, false, false, b * H_);  // dq = ds . k
-      bgemm(dk, ds, q, T_, D_, T_, true, false, b * H_);   // dk = ds^T . q
-    }
-    probe(ProbeKind::ActivationGrad, dq);
+    const Tensor p = scores(A.probs, b);
+    Tensor s1 = scores(acts_.scores, b), s2 = scores(acts_.dprobs, b);
+    const Tensor pd = drop(s2, p, l, kSiteAttnProbs);  // the same mask as the forward pass
+    bgemm(dv, pd, datt, T_, D_, T_, true, false, b * H_);  // dv = pd^T . datt
+    bgemm(s1, datt, v, T_, T_, D_, false, true, b * H_);   // d(pd) = datt . v^T
+    Tensor dp = s1, ds = s2;
+    if (dropping()) dp = drop(s2, s1, l, kSiteAttnProbs), ds = s1;
+    dev_.softmax_backward(ds, p, dp, scale_);  // d scores (the scale included)
+    bgemm(dq, ds, k, T_, D_, T_, false, false, b * H_);  // dq = ds . k
+    bgemm(dk, ds, q, T_, D_, T_, true, false, b * H_);   // dk = ds^T . q
     dev_.merge_qkv_grads(dqkv, dq, dk, dv);
+    probe(ProbeKind::ActivationGrad, dqkv);
   }
 
   // G: in, the gradient wrt the layer output; out, wrt its input. S: scratch.
@@ -554,8 +557,7 @@ class Bert final : public StoredParamsModel {
                               GradMode::Accumulate, mode);  // G = d r1 = dy + LN2 path
     }
     const Tensor dattn = drop(dproj, G, l, kSiteAttnOut);  // the branch gradient of attention
-    Tensor a = attn_fused_ ? nc(acts_.a_s, b) : nc(A.a, b);
-    if (attn_fused_) dev_.merge_heads(a, heads(A.att, b));
+    const Tensor a = nc(attn_fused_ ? A.att : A.a, b);  // the merged heads, as the forward pass left them
     lin_.backward(da, P.o_w, P.o_b, dattn, a, mode);
     attention_backward(l, A, da, dqkv, b);
     const Tensor attn_in = pre_ln_ ? nc(A.hln, b) : x;

@@ -139,11 +139,12 @@ BertActivations::BertActivations(Device& dev, const BertConfig& cfg, const Preci
     BertLayerActs& A = sets[static_cast<size_t>(i)];
     if (pre_ln) A.hln = act_c(s_nc);
     A.mean1 = act(s_rows), A.rstd1 = act(s_rows), A.mean2 = act(s_rows), A.rstd2 = act(s_rows);
-    A.q = act_c(s_heads), A.k = act_c(s_heads), A.v = act_c(s_heads);
     if (attn_fused) {
-      A.att = act_c(s_heads);
+      A.qkv = act_c(Shape{N, 3 * C});
+      A.att = act_c(s_nc);
       A.lse = act(Shape{B, H, T_});
     } else {
+      A.q = act_c(s_heads), A.k = act_c(s_heads), A.v = act_c(s_heads);
       A.probs = act_c(s_scores);
       A.a = act_c(s_nc);
     }
@@ -175,19 +176,17 @@ BertActivations::BertActivations(Device& dev, const BertConfig& cfg, const Preci
   dlogits = act_c(Shape{M, V});
   if (!cfg.fused) probs = act(Shape{M, V});
   // Scratch (one layer's temporaries, forward and backward).
-  qkv = act_c(Shape{N, 3 * C});  // forward: the QKV projection; backward: dQKV
+  qkv = act_c(Shape{N, 3 * C});  // forward (unfused): the QKV projection; backward: dQKV
   proj = act_c(s_nc);              // dense outputs before dropout; their gradients after it
   if (cfg.dropout > 0.0f) projd = act_c(s_nc);
-  if (attn_fused) {
-    a_s = act_c(s_nc);  // the merged heads, recomputed from the stored output in the backward pass
-  } else {
+  if (!attn_fused) {
     scores = act_c(s_scores);  // raw scores, then the dropped-out probabilities; backward: dprobs
     att_s = act_c(s_heads);          // p.v before merging the heads
     dprobs = act_c(s_scores);
+    datt = act_c(s_heads), dq = act_c(s_heads), dk = act_c(s_heads), dv = act_c(s_heads);
   }
   g = act_c(s_nc), s = act_c(s_nc), da = act_c(s_nc);
   df = act_c(s_nf);
-  datt = act_c(s_heads), dq = act_c(s_heads), dk = act_c(s_heads), dv = act_c(s_heads);
 }
 
 Tensor BertActivations::embed_out(int64_t b) const { return nc(x0.empty() ? emb_sum.tensor() : x0.tensor(), b); }
@@ -238,8 +237,9 @@ MemoryEstimate estimate_bert_memory(const BertConfig& cfg, const PrecisionPolicy
   if (!pre_ln) acts += 2 * rows;                             // emb_mean, emb_rstd
   if (!pre_ln || cfg.dropout > 0.0f) acts += nc;             // x0
   const double sets = ckpt ? seg : L;
-  double set = (pre_ln ? nc : 0) + 4 * rows + 3 * heads;     // hln; mean/rstd 1 and 2; q, k, v
-  set += attn_fused ? heads + B * H * T * f32 : scores + nc;  // att, lse | probs, a
+  double set = (pre_ln ? nc : 0) + 4 * rows;                 // hln; mean/rstd 1 and 2
+  set += attn_fused ? 3 * nc + nc + B * H * T * f32           // qkv, att, lse
+                    : 3 * heads + scores + nc;                // q, k, v, probs, a
   set += 2 * nc + 2 * nf + (pre_ln ? 0 : nc);                // r1, h1; f1pre, f1; r2
   acts += sets * set;
   acts += (ckpt ? sets - 1 : sets) * nc;                     // y (a segment's last layer writes a boundary)
@@ -253,8 +253,8 @@ MemoryEstimate estimate_bert_memory(const BertConfig& cfg, const PrecisionPolicy
   if (!cfg.fused) acts += M * V * f32;                       // probs
   acts += N * 3 * C * c + nc;                                // qkv, proj
   if (cfg.dropout > 0.0f) acts += nc;                        // projd
-  acts += attn_fused ? nc : 2 * scores + heads;              // a_s | scores, dprobs, att_s
-  acts += 3 * nc + nf + 4 * heads;                           // g, s, da; df; datt, dq, dk, dv
+  if (!attn_fused) acts += 2 * scores + 5 * heads;           // scores, dprobs, att_s; datt, dq, dk, dv
+  acts += 3 * nc + nf;                                       // g, s, da; df
   e[MemCategory::Activations] += acts;
 
   // The largest matrix of a GEMM: the decoder's logits [M,V] and its weight

@@ -66,10 +66,11 @@ class BertParams {
 struct BertLayerActs {
   DeviceBuffer hln;                         // pre-LN: LN1(x) [N,C], the attention input
   DeviceBuffer mean1, rstd1, mean2, rstd2;  // [N] fp32, statistics of LN1 / LN2
-  DeviceBuffer q, k, v;                     // [B,H,T,D]
+  DeviceBuffer q, k, v;                     // unfused attention: [B,H,T,D]
   DeviceBuffer probs;                       // unfused attention: softmax [B,H,T,T] (before dropout)
   DeviceBuffer a;                           // unfused attention: merged heads [N,C]
-  DeviceBuffer att, lse;                    // fused attention: output [B,H,T,D], log-sum-exp [B,H,T] fp32
+  DeviceBuffer qkv;                         // fused attention: the QKV projection [N,3C] ([B,T,3,H,D])
+  DeviceBuffer att, lse;                    // fused attention: merged output [N,C], log-sum-exp [B,H,T] fp32
   DeviceBuffer r1;                          // first residual sum [N,C]
   DeviceBuffer h1;                          // the FFN input [N,C] (post-LN: LN1(r1); pre-LN: LN2(r1))
   DeviceBuffer f1pre, f1;                   // [N,F] before and after GELU
@@ -117,7 +118,7 @@ class BertActivations {
   DeviceBuffer hs;                                        // sparse: the gathered head input [M,C]
   DeviceBuffer t_pre, t_act, hm, t_mean, t_rstd;          // MLM head transform [M,C], statistics [M]
   DeviceBuffer logits, dlogits, probs;                    // [M,V]
-  DeviceBuffer qkv, proj, projd, a_s, scores, att_s, dprobs;  // forward scratch (some reused backward)
+  DeviceBuffer qkv, proj, projd, scores, att_s, dprobs;  // forward scratch (some reused backward)
   DeviceBuffer g, s, da, df, datt, dq, dk, dv;            // backward scratch
 
  private:

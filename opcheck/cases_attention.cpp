@@ -1,7 +1,8 @@
 // Attention: masked_softmax_forward, softmax_backward (the unfused path's
-// softmax), attention_forward / attention_backward (fused, flash-style), and
-// the unfused composition (batched GEMM -> masked softmax -> batched GEMM and
-// back) against the fused one.
+// softmax), attention_forward / attention_backward (fused, flash-style), the
+// packed ops that read Q/K/V from the QKV projection by stride and write
+// merged heads, and the unfused composition (batched GEMM -> masked softmax
+// -> batched GEMM and back) against the fused one.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -168,9 +169,14 @@ class MaskedSoftmax : public Instance {
 // and unfused bounds of the fused result. The unfused bounds add 2^-8
 // relative on P and dS in bf16 (16-bit probs and dscores tensors) and, on a
 // GPU, double the dot/sum terms for tensor-core GEMMs.
+// Packed: attention_forward_packed / attention_backward_packed on the same
+// inputs laid out as the QKV projection [B*T, 3C] and merged heads [B*T, C];
+// their outputs, put back in [B,H,T,D] order on the host, get the fused
+// checks above, and the bits of the [B,H,T,D] ops on the same device where
+// both ran the backend's own kernel (the same code, other addresses).
 class Attention : public Instance {
  public:
-  enum class Mode { Forward, Backward, Unfused };
+  enum class Mode { Forward, Backward, Unfused, Packed };
   Attention(int64_t B, int64_t H, int64_t T, int64_t D, DType t, Mode mode) : t_(t), mode_(mode) {
     Gen g(seed_of("attention", B, H, T, D, t));
     p_.B = B, p_.H = H, p_.T = T, p_.D = D;
@@ -185,6 +191,7 @@ class Attention : public Instance {
     p_.q = q_.values(), p_.k = k_.values(), p_.v = v_.values(), p_.dout = dout_.values();
   }
   Outputs run(Device& dev) override {
+    if (mode_ == Mode::Packed) return run_packed(dev);
     Outputs o;
     const Shape qs{p_.B, p_.H, p_.T, p_.D};
     DeviceBuffer q = put(dev, q_), k = put(dev, k_), v = put(dev, v_), dout = put(dev, dout_);
@@ -215,6 +222,7 @@ class Attention : public Instance {
     c.near("out", got["out"], f.O, f.tol_o);
     c.near("lse", got["lse"], f.lse, f.tol_lse);
     if (mode_ == Mode::Forward) return;
+    if (mode_ == Mode::Packed) check_packed_vs_heads(c, got);
     const AttnGradRef g = fused_grad_ref(f, got["out"].values(), sdpa_bwd_);
     c.near("dq", got["dq"], g.dq, g.tol_dq);
     c.near("dk", got["dk"], g.dk, g.tol_dk);
@@ -260,6 +268,71 @@ class Attention : public Instance {
   AttnRef fused_ref(bool sdpa) const { return attention_ref(p_, sdpa ? sdpa_extra() : 0.0, t_, sdpa ? 2.0 : 1.0); }
   AttnGradRef fused_grad_ref(const AttnRef& f, const std::vector<double>& out, bool sdpa) const {
     return attention_grad_ref(p_, f, d_err_fused(p_, f, out), sdpa ? sdpa_extra() : 0.0, t_, sdpa ? 2.0 : 1.0);
+  }
+
+  // Element e of a [B,H,T,D] operand in part `part` of a [B,T,parts,H,D] buffer.
+  int64_t packed_index(int64_t e, int parts, int part) const {
+    const int64_t d = e % p_.D, t = (e / p_.D) % p_.T, h = (e / (p_.D * p_.T)) % p_.H, b = e / (p_.D * p_.T * p_.H);
+    return ((b * p_.T + t) * parts + part) * p_.H * p_.D + h * p_.D + d;
+  }
+  // [B,H,T,D] tensors into parts of one [B*T, parts*C] host tensor, and one part back.
+  Host pack(std::initializer_list<const Host*> heads) const {
+    const int parts = static_cast<int>(heads.size());
+    Host h(t_, Shape{p_.B * p_.T, parts * p_.H * p_.D});
+    int part = 0;
+    for (const Host* x : heads) {
+      for (int64_t e = 0; e < x->numel(); ++e) h.set(packed_index(e, parts, part), x->get(e));
+      ++part;
+    }
+    return h;
+  }
+  Host unpack(const Host& packed, int parts, int part) const {
+    Host h(packed.dtype, Shape{p_.B, p_.H, p_.T, p_.D});
+    for (int64_t e = 0; e < h.numel(); ++e) h.set(e, packed.get(packed_index(e, parts, part)));
+    return h;
+  }
+
+  // The packed ops, outputs in [B,H,T,D] order ("out", "lse", "dq", "dk",
+  // "dv"), then the [B,H,T,D] ops on the same inputs ("heads ...").
+  Outputs run_packed(Device& dev) {
+    Outputs o;
+    const int64_t N = p_.B * p_.T, C = p_.H * p_.D;
+    const Shape ls{p_.B, p_.H, p_.T};
+    const float scale = static_cast<float>(p_.scale);
+    DeviceBuffer qkv = put(dev, pack({&q_, &k_, &v_})), dout = put(dev, pack({&dout_}));
+    DeviceBuffer kv = put(dev, ints(p_.kv, Shape{p_.B, p_.T}));
+    DeviceBuffer out = put(dev, filled(t_, Shape{N, C}, NAN)), lse = put(dev, filled(DType::F32, ls, NAN));
+    DeviceBuffer dqkv = put(dev, filled(t_, Shape{N, 3 * C}, NAN));
+    const bool under_test = dev.info().kind != "cpu";
+    const int64_t calls0 = sdpa_calls(dev);
+    dev.attention_forward_packed(out, lse, qkv, kv, scale, mask_);
+    const int64_t calls1 = sdpa_calls(dev);
+    dev.attention_backward_packed(dqkv, dout, out, lse, qkv, kv, scale, mask_);
+    if (under_test) sdpa_fwd_ = calls1 > calls0, sdpa_bwd_ = sdpa_calls(dev) > calls1;
+    const Host dqkv_h = fetch(dev, dqkv);
+    o.add("out", unpack(fetch(dev, out), 1, 0)), o.add("lse", dev, lse);
+    o.add("dq", unpack(dqkv_h, 3, 0)), o.add("dk", unpack(dqkv_h, 3, 1)), o.add("dv", unpack(dqkv_h, 3, 2));
+
+    const Shape qs{p_.B, p_.H, p_.T, p_.D};
+    DeviceBuffer q = put(dev, q_), k = put(dev, k_), v = put(dev, v_), douth = put(dev, dout_);
+    DeviceBuffer outh = put(dev, filled(t_, qs, NAN)), lseh = put(dev, filled(DType::F32, ls, NAN));
+    DeviceBuffer dq = put(dev, filled(t_, qs, NAN)), dk = put(dev, filled(t_, qs, NAN)), dv = put(dev, filled(t_, qs, NAN));
+    const int64_t calls2 = sdpa_calls(dev);
+    dev.attention_forward(outh, lseh, q, k, v, kv, scale, mask_);
+    dev.attention_backward(dq, dk, dv, douth, outh, lseh, q, k, v, kv, scale, mask_);
+    if (under_test) heads_sdpa_ = sdpa_calls(dev) - calls2;
+    o.add("heads out", dev, outh), o.add("heads lse", dev, lseh);
+    o.add("heads dq", dev, dq), o.add("heads dk", dev, dk), o.add("heads dv", dev, dv);
+    return o;
+  }
+  void check_packed_vs_heads(Check& c, const Outputs& got) {
+    const int packed_sdpa = int{sdpa_fwd_} + int{sdpa_bwd_};
+    if (packed_sdpa != heads_sdpa_)
+      c.note("cuDNN SDPA ran " + std::to_string(packed_sdpa) + " of the packed calls and " +
+             std::to_string(heads_sdpa_) + " of the [B,H,T,D] ones: the rest ran the hand-written kernel");
+    if (packed_sdpa != 0 || heads_sdpa_ != 0) return;  // two library calls: each within the bounds, no bits promised
+    for (const char* n : {"out", "lse", "dq", "dk", "dv"})
+      c.same_bits(std::string("packed vs [B,H,T,D] ") + n, got[n], got[std::string("heads ") + n]);
   }
 
   void run_unfused(Device& dev, Outputs& o, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
@@ -309,6 +382,7 @@ class Attention : public Instance {
   DType t_;
   Mode mode_;
   bool sdpa_fwd_ = false, sdpa_bwd_ = false;  // cuDNN SDPA ran the call (DeviceCounters::attention_impls)
+  int heads_sdpa_ = 0;                        // Packed: of the two [B,H,T,D] calls, those cuDNN ran
   float mask_;
   AttnInputs p_;
   Host q_, k_, v_, dout_;
@@ -359,6 +433,18 @@ void add_attention_cases(std::vector<OpCase>& v) {
                                        Attention::Mode::Forward));
       v.push_back(make_case<Attention>("attention_backward", shape, dt(t), d.size, btol, false, d.B, d.H, d.T, d.D, t,
                                        Attention::Mode::Backward));
+    }
+  // Packed: T = 67 over several key tiles, D = 40 (its 16-byte rows and
+  // strides only where C is a multiple of 8 elements), and BERT's shape.
+  const Dims packed[] = {{2, 2, 67, 16, Size::Small}, {2, 3, 9, 40, Size::Small}, {2, 12, 128, 64, Size::Bert}};
+  for (const Dims& d : packed)
+    for (DType t : kFloatTypes) {
+      if (d.size == Size::Bert && t == DType::F16) continue;
+      const std::string shape = std::string(d.size == Size::Bert ? "BERT " : "") + "B" + std::to_string(d.B) + " H" +
+                                std::to_string(d.H) + " T" + std::to_string(d.T) + " D" + std::to_string(d.D);
+      v.push_back(make_case<Attention>("attention_packed (forward + backward)", shape, dt(t), d.size,
+                                       std::string(btol) + "; the [B,H,T,D] ops' bits where both ran the backend's kernel",
+                                       false, d.B, d.H, d.T, d.D, t, Attention::Mode::Packed));
     }
   for (DType t : {DType::F32, DType::BF16})
     v.push_back(make_case<Attention>("attention (unfused vs fused)", "B2 H2 T67 D16", dt(t), Size::Small,

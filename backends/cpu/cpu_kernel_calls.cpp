@@ -110,14 +110,13 @@ void CpuDevice::masked_softmax_forward_impl(const Tensor& probs, const Tensor& s
 void CpuDevice::softmax_backward_impl(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs, float scale) {
   kernels_->softmax_backward_impl(dscores, probs, dprobs, scale);
 }
-void CpuDevice::attention_forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                                       const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
-  kernels_->attention_forward_impl(out, lse, q, k, v, key_valid, scale, mask_value);
+void CpuDevice::attention_forward_impl(const AttentionProblem& p, const AttnOperand& out, const Tensor& lse) {
+  kernels_->attention_forward_impl(p, out, lse);
 }
-void CpuDevice::attention_backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
-                                        const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                                        const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
-  kernels_->attention_backward_impl(dq, dk, dv, dout, out, lse, q, k, v, key_valid, scale, mask_value);
+void CpuDevice::attention_backward_impl(const AttentionProblem& p, const AttnOperand& dq, const AttnOperand& dk,
+                                        const AttnOperand& dv, const AttnOperand& dout, const AttnOperand& out,
+                                        const Tensor& lse) {
+  kernels_->attention_backward_impl(p, dq, dk, dv, dout, out, lse);
 }
 
 // embeddings

@@ -43,6 +43,10 @@
 // backward's dK/dV kernel uses 73 KiB, below every targeted GPU's opt-in limit
 // (99 KiB on sm_86/sm_89, more on sm_80/sm_90); the limit is checked with a
 // clear error anyway.
+// Every operand is addressed through its HeadLayout (core/attention_layout.h):
+// the contiguous heads of attention_forward/backward or the packed QKV and
+// merged buffers of the packed ops; only the addresses differ, so both
+// layouts give the same bits.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -50,6 +54,7 @@
 #include <string>
 
 #include "backends/cuda/attention_cudnn.h"
+#include "core/attention_layout.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
 #include "ops/attention.h"
@@ -161,19 +166,22 @@ struct AttnArgs {
   const void* k;
   const void* v;
   DType qt;  // q, k and v share it
+  HeadLayout lq, lk, lv;
   const int32_t* key_valid;
   int64_t H, Tq, Tk;
   int D, ld;  // head dim, shared-memory row stride (odd)
   float scale, mask;  // mask: attention_mask_rounded(q's dtype, mask_value)
 };
 
-// dst[r * ld + d] = src[elem0 + r * D + d] as fp32 for r < valid, 0 for
-// valid <= r < rows (the rest of a partial tile).
-__device__ void load_tile(float* dst, int ld, const void* src, DType t, int64_t elem0, int valid, int rows, int D) {
+// dst[r * ld + d] = src[elem0 + r * src_row + d] as fp32 for r < valid, 0 for
+// valid <= r < rows (the rest of a partial tile): rows t0.. of one head,
+// elem0 = its layout's at(b, h, t0), src_row = its layout's row.
+__device__ void load_tile(float* dst, int ld, const void* src, DType t, int64_t elem0, int64_t src_row, int valid,
+                          int rows, int D) {
   const int n = rows * D;
   for (int idx = threadIdx.x; idx < n; idx += blockDim.x) {
     const int r = idx / D, d = idx - r * D;
-    dst[r * ld + d] = r < valid ? load_f32(src, t, elem0 + static_cast<int64_t>(idx)) : 0.0f;
+    dst[r * ld + d] = r < valid ? load_f32(src, t, elem0 + r * src_row + d) : 0.0f;
   }
 }
 
@@ -208,19 +216,19 @@ __device__ __forceinline__ void accumulate_weighted_rows(float (&acc)[kDimsPerTh
   }
 }
 
-__global__ void attention_forward_kernel(AttnArgs a, void* out, DType ot, float* lse) {
+__global__ void attention_forward_kernel(AttnArgs a, void* out, DType ot, HeadLayout lo, float* lse) {
   extern __shared__ float smem[];
   float* Qs = smem;                 // [kTileQ][ld]
   float* KVs = Qs + kTileQ * a.ld;  // [kTileK][ld]: K, then V, of the current key tile
   float* Ps = KVs + kTileK * a.ld;  // [kTileQ][kLdS]
   int* kvs = reinterpret_cast<int*>(Ps + kTileQ * kLdS);  // [kTileK]
-  const int64_t bh = blockIdx.x, b = bh / a.H;
+  const int64_t bh = blockIdx.x, b = bh / a.H, h = bh % a.H;
   const int64_t i0 = static_cast<int64_t>(blockIdx.y) * kTileQ;
   const int nq = tile_rows(a.Tq, i0, kTileQ);
   const int g = static_cast<int>(threadIdx.x) / kRowThreads, s = static_cast<int>(threadIdx.x) % kRowThreads;
   const int D = a.D, ld = a.ld;
 
-  load_tile(Qs, ld, a.q, a.qt, (bh * a.Tq + i0) * D, nq, kTileQ, D);
+  load_tile(Qs, ld, a.q, a.qt, a.lq.at(b, h, i0), a.lq.row, nq, kTileQ, D);
   float m = -INFINITY, l = 0.0f;
   float acc[kDimsPerThread];
 #pragma unroll
@@ -229,7 +237,7 @@ __global__ void attention_forward_kernel(AttnArgs a, void* out, DType ot, float*
   for (int64_t j0 = 0; j0 < a.Tk; j0 += kTileK) {
     const int nk = tile_rows(a.Tk, j0, kTileK);
     __syncthreads();  // the previous tile's readers of KVs, Ps and kvs are done
-    load_tile(KVs, ld, a.k, a.qt, (bh * a.Tk + j0) * D, nk, kTileK, D);
+    load_tile(KVs, ld, a.k, a.qt, a.lk.at(b, h, j0), a.lk.row, nk, kTileK, D);
     load_key_valid(kvs, a, b, j0, nk);
     __syncthreads();
 
@@ -255,31 +263,33 @@ __global__ void attention_forward_kernel(AttnArgs a, void* out, DType ot, float*
     m = mt;
 
     __syncthreads();  // every S dot product has read K
-    load_tile(KVs, ld, a.v, a.qt, (bh * a.Tk + j0) * D, nk, kTileK, D);
+    load_tile(KVs, ld, a.v, a.qt, a.lv.at(b, h, j0), a.lv.row, nk, kTileK, D);
     __syncthreads();  // V and P visible
 #pragma unroll
     for (int k = 0; k < kDimsPerThread; ++k) acc[k] *= corr;
     accumulate_weighted_rows(acc, Ps + g * kLdS, KVs, nk, ld, s, D);
   }
   if (g < nq) {
-    const int64_t row = bh * a.Tq + i0 + g;
+    const int64_t row = bh * a.Tq + i0 + g, o0 = lo.at(b, h, i0 + g);
 #pragma unroll
     for (int k = 0; k < kDimsPerThread; ++k) {
       const int d = s + kRowThreads * k;
-      if (d < D) store_f32(out, ot, row * D + d, acc[k] / l);
+      if (d < D) store_f32(out, ot, o0 + d, acc[k] / l);
     }
     if (s == 0) lse[row] = scalar::attention_lse(m, l);
   }
 }
 
-// D_i = sum_d dO_id * O_id, one warp per row.
-__global__ void attention_di_kernel(const void* dout, DType dt, const void* out, DType ot, float* di, int64_t rows,
-                                    int D) {
+// D_i = sum_d dO_id * O_id, one warp per row r = (b * H + h) * Tq + t.
+__global__ void attention_di_kernel(const void* dout, DType dt, HeadLayout ldo, const void* out, DType ot,
+                                    HeadLayout lo, float* di, int64_t rows, int64_t H, int64_t Tq, int D) {
   const unsigned lane = lane_id();
   for (int64_t r = warp_global(); r < rows; r += warps_in_grid()) {
+    const int64_t bh = r / Tq, t = r - bh * Tq, b = bh / H, h = bh - b * H;
+    const int64_t e_do = ldo.at(b, h, t), e_o = lo.at(b, h, t);
     float s = 0.0f;
     for (int d = static_cast<int>(lane); d < D; d += 32)
-      s += load_f32(dout, dt, r * D + d) * load_f32(out, ot, r * D + d);
+      s += load_f32(dout, dt, e_do + d) * load_f32(out, ot, e_o + d);
     s = warp_sum(s);
     if (lane == 0) di[r] = s;
   }
@@ -288,6 +298,7 @@ __global__ void attention_di_kernel(const void* dout, DType dt, const void* out,
 struct AttnGradIn {
   const void* dout;
   DType dt;
+  HeadLayout ldo;
   const float* lse;
   const float* di;
 };
@@ -297,8 +308,9 @@ struct AttnGradIn {
 // the rest of a partial tile).
 __device__ inline void load_query_tile(const AttnArgs& a, const AttnGradIn& gi, float* Qs, float* dOs, float* lse_s,
                                        float* di_s, int64_t bh, int64_t i0, int nq) {
-  load_tile(Qs, a.ld, a.q, a.qt, (bh * a.Tq + i0) * a.D, nq, kTileQ, a.D);
-  load_tile(dOs, a.ld, gi.dout, gi.dt, (bh * a.Tq + i0) * a.D, nq, kTileQ, a.D);
+  const int64_t b = bh / a.H, h = bh % a.H;
+  load_tile(Qs, a.ld, a.q, a.qt, a.lq.at(b, h, i0), a.lq.row, nq, kTileQ, a.D);
+  load_tile(dOs, a.ld, gi.dout, gi.dt, gi.ldo.at(b, h, i0), gi.ldo.row, nq, kTileQ, a.D);
   if (threadIdx.x < kTileQ) {
     const bool in = static_cast<int>(threadIdx.x) < nq;
     lse_s[threadIdx.x] = in ? gi.lse[bh * a.Tq + i0 + threadIdx.x] : 0.0f;
@@ -310,8 +322,9 @@ __device__ inline void load_query_tile(const AttnArgs& a, const AttnGradIn& gi, 
 // bh in batch b: K and V into Ks and Vs, key_valid into kvs.
 __device__ inline void load_key_tile(const AttnArgs& a, float* Ks, float* Vs, int* kvs, int64_t bh, int64_t b,
                                      int64_t j0, int nk) {
-  load_tile(Ks, a.ld, a.k, a.qt, (bh * a.Tk + j0) * a.D, nk, kTileK, a.D);
-  load_tile(Vs, a.ld, a.v, a.qt, (bh * a.Tk + j0) * a.D, nk, kTileK, a.D);
+  const int64_t h = bh % a.H;
+  load_tile(Ks, a.ld, a.k, a.qt, a.lk.at(b, h, j0), a.lk.row, nk, kTileK, a.D);
+  load_tile(Vs, a.ld, a.v, a.qt, a.lv.at(b, h, j0), a.lv.row, nk, kTileK, a.D);
   load_key_valid(kvs, a, b, j0, nk);
 }
 
@@ -333,7 +346,7 @@ __device__ inline void p_and_ds(const AttnArgs& a, const float* Qs, const float*
   }
 }
 
-__global__ void attention_dq_kernel(AttnArgs a, AttnGradIn gi, void* dq, DType dqt) {
+__global__ void attention_dq_kernel(AttnArgs a, AttnGradIn gi, void* dq, DType dqt, HeadLayout ldq) {
   extern __shared__ float smem[];
   const int ld = a.ld, D = a.D;
   float* Qs = smem;                  // [kTileQ][ld]
@@ -367,16 +380,17 @@ __global__ void attention_dq_kernel(AttnArgs a, AttnGradIn gi, void* dq, DType d
     accumulate_weighted_rows(acc, dSs + g * kLdS, Ks, nk, ld, s, D);
   }
   if (g < nq) {
-    const int64_t row = bh * a.Tq + i0 + g;
+    const int64_t o0 = ldq.at(b, bh % a.H, i0 + g);
 #pragma unroll
     for (int k = 0; k < kDimsPerThread; ++k) {
       const int d = s + kRowThreads * k;
-      if (d < D) store_f32(dq, dqt, row * D + d, a.scale * acc[k]);
+      if (d < D) store_f32(dq, dqt, o0 + d, a.scale * acc[k]);
     }
   }
 }
 
-__global__ void attention_dkdv_kernel(AttnArgs a, AttnGradIn gi, void* dk, DType dkt, void* dv, DType dvt) {
+__global__ void attention_dkdv_kernel(AttnArgs a, AttnGradIn gi, void* dk, DType dkt, HeadLayout ldk, void* dv,
+                                      DType dvt, HeadLayout ldv) {
   extern __shared__ float smem[];
   const int ld = a.ld, D = a.D;
   float* Ks = smem;                  // [kTileK][ld]
@@ -429,13 +443,13 @@ __global__ void attention_dkdv_kernel(AttnArgs a, AttnGradIn gi, void* dk, DType
     }
   }
   if (g < nk) {
-    const int64_t row = bh * a.Tk + j0 + g;
+    const int64_t h = bh % a.H, ek = ldk.at(b, h, j0 + g), ev = ldv.at(b, h, j0 + g);
 #pragma unroll
     for (int k = 0; k < kDimsPerThread; ++k) {
       const int d = s + kRowThreads * k;
       if (d < D) {
-        store_f32(dk, dkt, row * D + d, a.scale * dk_acc[k]);
-        store_f32(dv, dvt, row * D + d, 1.0f * dv_acc[k]);
+        store_f32(dk, dkt, ek + d, a.scale * dk_acc[k]);
+        store_f32(dv, dvt, ev + d, 1.0f * dv_acc[k]);
       }
     }
   }
@@ -452,22 +466,16 @@ __global__ void attention_bias_kernel(void* bias, DType bt, const int32_t* __res
 #endif
 
 // ---- host side ---------------------------------------------------------------------------------
-struct AttnDims {
-  int64_t B, H, Tq, Tk, D;
-};
-
 // Backend limits of the fused kernels (the shapes themselves were checked by
 // the public ops): the head dim fits the per-thread accumulators, B*H and the
 // tile count fit their grid dimensions.
-AttnDims check_limits(const char* op, const Tensor& q, const Tensor& k) {
-  const AttnDims d{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3]};
+void check_limits(const char* op, const AttentionProblem& d) {
   require(d.D <= kMaxHeadDim, op,
           ("head dim " + std::to_string(d.D) + " exceeds the CUDA kernels' maximum of " +
            std::to_string(kMaxHeadDim))
               .c_str());
   require(d.B * d.H <= 0x7FFFFFFF, op, "B * H exceeds one grid dimension");
   require((std::max(d.Tq, d.Tk) + kTileQ - 1) / kTileQ <= 65535, op, "sequence too long for the tile grid");
-  return d;
 }
 
 // Odd row stride >= D: column reads of 8 consecutive rows hit distinct banks.
@@ -505,21 +513,21 @@ unsigned row_warp_grid(const CudaDevice& dev, int64_t rows) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
 }
 
-AttnArgs attn_args(const AttnDims& d, const Tensor& q, const Tensor& k, const Tensor& v, const int32_t* kv,
-                   float scale, float mask_value) {
+AttnArgs attn_args(const AttentionProblem& d) {
   AttnArgs a;
-  a.q = q.data;
-  a.k = k.data;
-  a.v = v.data;
-  a.qt = q.dtype;
-  a.key_valid = kv;
+  a.q = d.q.t.data;
+  a.k = d.k.t.data;
+  a.v = d.v.t.data;
+  a.qt = d.q.t.dtype;
+  a.lq = d.q.at, a.lk = d.k.at, a.lv = d.v.at;
+  a.key_valid = static_cast<const int32_t*>(d.key_valid.data);
   a.H = d.H;
   a.Tq = d.Tq;
   a.Tk = d.Tk;
   a.D = static_cast<int>(d.D);
   a.ld = smem_ld(d.D);
-  a.scale = scale;
-  a.mask = scalar::attention_mask_rounded(q.dtype, mask_value);  // step 1 of the mask rule, on the host
+  a.scale = d.scale;
+  a.mask = scalar::attention_mask_rounded(d.q.t.dtype, d.mask_value);  // step 1 of the mask rule, on the host
   return a;
 }
 
@@ -549,19 +557,31 @@ void CudaDevice::softmax_backward_impl(const Tensor& dscores, const Tensor& prob
 #ifdef MPB_HAVE_CUDNN_FRONTEND
 namespace {
 
-// cuDNN SDPA dispatch: the plan when cuDNN runs the call, else null. fp16/bf16 only, every tensor but lse in q's
+// An operand's element (b, h, t) = (0, 0, 0): where cuDNN's pointer points.
+const void* first_element(const AttnOperand& x) {
+  return static_cast<const char*>(x.t.data) + static_cast<size_t>(x.at.offset) * dtype_size(x.t.dtype);
+}
+void* first_element_mut(const AttnOperand& x) { return const_cast<void*>(first_element(x)); }
+
+// cuDNN SDPA dispatch: the plan when cuDNN runs the call, else null. fp16/bf16 only, every operand in q's
 // dtype (the graph has one I/O dtype; fp32/TF32 attention stays on the
-// hand-written kernel: cuDNN's SDPA has no fp32 path). Pointers 16-byte
-// aligned (cuDNN's vector loads; the device allocator's are 256-byte aligned,
-// so only an odd slice misses that). Then the shape is cuDNN's to accept or
+// hand-written kernel: cuDNN's SDPA has no fp32 path). Every operand's first
+// element and its strides 16-byte aligned (cuDNN's vector loads; the device
+// allocator's pointers are 256-byte aligned, so only an odd slice, an odd
+// head dim or hidden size misses that). Then the shape is cuDNN's to accept or
 // refuse (CudnnSdpa::prepare: the graph's validate, heuristics and
 // check_support, cached per shape, a refusal printed once with cuDNN's
 // reason). Every call cuDNN does not run is counted as "cuda_kernel" in the
 // device's attention_impls (core/device_counters.h), so none is silent.
-SdpaPlan* cudnn_plan(CudnnSdpa& sdpa, const SdpaKey& key, std::initializer_list<const Tensor*> tensors) {
+SdpaPlan* cudnn_plan(CudnnSdpa& sdpa, const SdpaKey& key, std::initializer_list<const AttnOperand*> operands) {
   if (key.dtype != DType::F16 && key.dtype != DType::BF16) return nullptr;
-  for (const Tensor* t : tensors)
-    if (t->dtype != key.dtype || reinterpret_cast<uintptr_t>(t->data) % 16 != 0) return nullptr;
+  const auto aligned = [](int64_t bytes) { return bytes % 16 == 0; };
+  for (const AttnOperand* x : operands) {
+    const int64_t e = static_cast<int64_t>(dtype_size(x->t.dtype));
+    if (x->t.dtype != key.dtype || reinterpret_cast<uintptr_t>(first_element(*x)) % 16 != 0 ||
+        !aligned(x->at.batch * e) || !aligned(x->at.head * e) || !aligned(x->at.row * e))
+      return nullptr;
+  }
   return sdpa.prepare(key);
 }
 
@@ -571,11 +591,16 @@ void* cudnn_workspace(CudaDevice& dev, const SdpaPlan& plan) {
   return ws > 0 ? dev.scratch(kScratchCudnnWorkspace, ws) : nullptr;
 }
 
-SdpaKey sdpa_key(const Tensor& q, const Tensor& k, float scale, bool backward) {
+// A layout's strides (the key's; the offsets go into the pointers).
+HeadLayout strides_of(const HeadLayout& l) { return HeadLayout{0, l.batch, l.head, l.row}; }
+
+SdpaKey sdpa_key(const AttentionProblem& p, const HeadLayout& out, bool backward) {
   SdpaKey key;
-  key.dtype = q.dtype;
-  key.B = q.shape[0], key.H = q.shape[1], key.Tq = q.shape[2], key.Tk = k.shape[2], key.D = q.shape[3];
-  key.scale = scale;
+  key.dtype = p.q.t.dtype;
+  key.B = p.B, key.H = p.H, key.Tq = p.Tq, key.Tk = p.Tk, key.D = p.D;
+  key.q_at = strides_of(p.q.at), key.k_at = strides_of(p.k.at), key.v_at = strides_of(p.v.at);
+  key.o_at = strides_of(out);
+  key.scale = p.scale;
   key.backward = backward;
   return key;
 }
@@ -583,87 +608,94 @@ SdpaKey sdpa_key(const Tensor& q, const Tensor& k, float scale, bool backward) {
 }  // namespace
 
 // The [B,1,1,Tk] bias in q's dtype from key_valid, into its scratch slot.
-static void* build_attention_bias(CudaDevice& dev, const Tensor& q, const Tensor& key_valid, float mask_value) {
-  const int64_t n = key_valid.numel();
-  void* bias = dev.scratch(kScratchAttnBias, static_cast<size_t>(n) * dtype_size(q.dtype));
-  const float mask = scalar::attention_mask_rounded(q.dtype, mask_value);  // step 1 of the mask rule
+static void* build_attention_bias(CudaDevice& dev, const AttentionProblem& p) {
+  const DType t = p.q.t.dtype;
+  const int64_t n = p.key_valid.numel();
+  void* bias = dev.scratch(kScratchAttnBias, static_cast<size_t>(n) * dtype_size(t));
+  const float mask = scalar::attention_mask_rounded(t, p.mask_value);  // step 1 of the mask rule
   attention_bias_kernel<<<dev.elementwise_grid(n), kThreads, 0, dev.stream()>>>(
-      bias, q.dtype, static_cast<const int32_t*>(key_valid.data), n, mask);
+      bias, t, static_cast<const int32_t*>(p.key_valid.data), n, mask);
   MPB_CHECK_LAUNCH("attention_bias_kernel");
   return bias;
 }
 #endif
 
-void CudaDevice::attention_forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                                        const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
+void CudaDevice::attention_forward_impl(const AttentionProblem& p, const AttnOperand& out, const Tensor& lse) {
   const char* op = "attention_forward";
 #ifdef MPB_HAVE_CUDNN_FRONTEND
   {
-    if (SdpaPlan* plan = cudnn_plan(*sdpa_, sdpa_key(q, k, scale, false), {&out, &q, &k, &v})) {
+    if (SdpaPlan* plan = cudnn_plan(*sdpa_, sdpa_key(p, out.at, false), {&out, &p.q, &p.k, &p.v})) {
       SdpaForwardArgs a;
-      a.out = out.data;
+      a.out = first_element_mut(out);
       a.lse = static_cast<float*>(lse.data);
-      a.q = q.data, a.k = k.data, a.v = v.data;
-      a.bias = build_attention_bias(*this, q, key_valid, mask_value);
+      a.q = first_element(p.q), a.k = first_element(p.k), a.v = first_element(p.v);
+      a.bias = build_attention_bias(*this, p);
       sdpa_->forward(*plan, a, cudnn_workspace(*this, *plan));
       note_attention_impl("cudnn_sdpa");
       return;
     }
   }
 #endif
-  const AttnDims d = check_limits(op, q, k);
-  const auto* kv = static_cast<const int32_t*>(key_valid.data);
-  const AttnArgs a = attn_args(d, q, k, v, kv, scale, mask_value);
+  check_limits(op, p);
+  const AttnArgs a = attn_args(p);
   const size_t smem = forward_smem(a.ld);
   allow_smem(*this, attention_forward_kernel, smem, op);
-  const dim3 grid(static_cast<unsigned>(d.B * d.H), static_cast<unsigned>((d.Tq + kTileQ - 1) / kTileQ));
-  attention_forward_kernel<<<grid, kThreads, smem, stream()>>>(a, out.data, out.dtype, static_cast<float*>(lse.data));
+  const dim3 grid(static_cast<unsigned>(p.B * p.H), static_cast<unsigned>((p.Tq + kTileQ - 1) / kTileQ));
+  attention_forward_kernel<<<grid, kThreads, smem, stream()>>>(a, out.t.data, out.t.dtype, out.at,
+                                                               static_cast<float*>(lse.data));
   MPB_CHECK_LAUNCH("attention_forward_kernel");
 }
 
-void CudaDevice::attention_backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
-                                         const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                                         const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
+void CudaDevice::attention_backward_impl(const AttentionProblem& p, const AttnOperand& dq, const AttnOperand& dk,
+                                         const AttnOperand& dv, const AttnOperand& dout, const AttnOperand& out,
+                                         const Tensor& lse) {
   const char* op = "attention_backward";
 #ifdef MPB_HAVE_CUDNN_FRONTEND
   {
     // Independent of the forward's choice: lse means the same on both paths.
-    if (SdpaPlan* plan = cudnn_plan(*sdpa_, sdpa_key(q, k, scale, true), {&dq, &dk, &dv, &dout, &out, &q, &k, &v})) {
+    // The graph gives each gradient its operand's strides (SdpaKey).
+    const bool same_strides = strides_of(dq.at) == strides_of(p.q.at) && strides_of(dk.at) == strides_of(p.k.at) &&
+                              strides_of(dv.at) == strides_of(p.v.at) && strides_of(dout.at) == strides_of(out.at);
+    SdpaPlan* plan = same_strides ? cudnn_plan(*sdpa_, sdpa_key(p, out.at, true),
+                                               {&dq, &dk, &dv, &dout, &out, &p.q, &p.k, &p.v})
+                                  : nullptr;
+    if (plan) {
       SdpaBackwardArgs a;
-      a.dq = dq.data, a.dk = dk.data, a.dv = dv.data;
-      a.dout = dout.data, a.out = out.data, a.q = q.data, a.k = k.data, a.v = v.data;
+      a.dq = first_element_mut(dq), a.dk = first_element_mut(dk), a.dv = first_element_mut(dv);
+      a.dout = first_element(dout), a.out = first_element(out);
+      a.q = first_element(p.q), a.k = first_element(p.k), a.v = first_element(p.v);
       a.lse = static_cast<const float*>(lse.data);
-      a.bias = build_attention_bias(*this, q, key_valid, mask_value);
+      a.bias = build_attention_bias(*this, p);
       sdpa_->backward(*plan, a, cudnn_workspace(*this, *plan));
       note_attention_impl("cudnn_sdpa");
       return;
     }
   }
 #endif
-  const AttnDims d = check_limits(op, q, k);
-  const auto* kv = static_cast<const int32_t*>(key_valid.data);
-  const AttnArgs a = attn_args(d, q, k, v, kv, scale, mask_value);
+  check_limits(op, p);
+  const AttnArgs a = attn_args(p);
 
   // 1. D_i = rowsum(dO * O) from the stored O.
-  const int64_t rows = d.B * d.H * d.Tq;
+  const int64_t rows = p.B * p.H * p.Tq;
   auto* di = static_cast<float*>(scratch(kScratchAttention, static_cast<size_t>(rows) * sizeof(float)));
-  attention_di_kernel<<<row_warp_grid(*this, rows), kThreads, 0, stream()>>>(dout.data, dout.dtype, out.data,
-                                                                             out.dtype, di, rows, a.D);
+  attention_di_kernel<<<row_warp_grid(*this, rows), kThreads, 0, stream()>>>(
+      dout.t.data, dout.t.dtype, dout.at, out.t.data, out.t.dtype, out.at, di, rows, p.H, p.Tq, a.D);
   MPB_CHECK_LAUNCH("attention_di_kernel");
-  const AttnGradIn gi{dout.data, dout.dtype, static_cast<const float*>(lse.data), di};
+  const AttnGradIn gi{dout.t.data, dout.t.dtype, dout.at, static_cast<const float*>(lse.data), di};
 
   // 2. dQ over query tiles.
   const size_t smem_q = dq_smem(a.ld);
   allow_smem(*this, attention_dq_kernel, smem_q, op);
-  const dim3 grid_q(static_cast<unsigned>(d.B * d.H), static_cast<unsigned>((d.Tq + kTileQ - 1) / kTileQ));
-  attention_dq_kernel<<<grid_q, kThreads, smem_q, stream()>>>(a, gi, dq.data, dq.dtype);
+  const dim3 grid_q(static_cast<unsigned>(p.B * p.H), static_cast<unsigned>((p.Tq + kTileQ - 1) / kTileQ));
+  attention_dq_kernel<<<grid_q, kThreads, smem_q, stream()>>>(a, gi, dq.t.data, dq.t.dtype, dq.at);
   MPB_CHECK_LAUNCH("attention_dq_kernel");
 
   // 3. dK, dV over key tiles.
   const size_t smem_kv = dkdv_smem(a.ld);
   allow_smem(*this, attention_dkdv_kernel, smem_kv, op);
-  const dim3 grid_k(static_cast<unsigned>(d.B * d.H), static_cast<unsigned>((d.Tk + kTileK - 1) / kTileK));
-  attention_dkdv_kernel<<<grid_k, kThreads, smem_kv, stream()>>>(a, gi, dk.data, dk.dtype, dv.data, dv.dtype);
+  const dim3 grid_k(static_cast<unsigned>(p.B * p.H), static_cast<unsigned>((p.Tk + kTileK - 1) / kTileK));
+  attention_dkdv_kernel<<<grid_k, kThreads, smem_kv, stream()>>>(a, gi, dk.t.data, dk.t.dtype, dk.at, dv.t.data,
+                                                                 dv.t.dtype, dv.at);
   MPB_CHECK_LAUNCH("attention_dkdv_kernel");
 }
 

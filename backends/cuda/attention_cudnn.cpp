@@ -68,18 +68,21 @@ fe::DataType_t fe_type(DType t) {
   }
 }
 
-// Contiguous [b, h, t, d].
-fe::graph::Tensor_attributes bhtd(const char* name, int64_t uid, int64_t b, int64_t h, int64_t t, int64_t d) {
-  return fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({b, h, t, d}).set_stride({h * t * d, t * d, d, 1});
+// [b, h, t, d] with the layout's strides (d contiguous).
+std::vector<int64_t> strides(const HeadLayout& l) { return {l.batch, l.head, l.row, 1}; }
+fe::graph::Tensor_attributes bhtd(const char* name, int64_t uid, int64_t b, int64_t h, int64_t t, int64_t d,
+                                  const HeadLayout& l) {
+  return fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({b, h, t, d}).set_stride(strides(l));
 }
 
 // Everything a graph depends on, as plan-key words (backends/cuda/plan_key.h);
 // the scale by its bits: the graph bakes in exactly this float.
-PlanKeyWords<8> words(const SdpaKey& k) {
+PlanKeyWords<20> words(const SdpaKey& k) {
   uint32_t scale_bits = 0;
   std::memcpy(&scale_bits, &k.scale, sizeof scale_bits);
   return {static_cast<int64_t>(k.dtype), k.B, k.H, k.Tq, k.Tk, k.D, static_cast<int64_t>(scale_bits),
-          static_cast<int64_t>(k.backward)};
+          static_cast<int64_t>(k.backward), k.q_at.batch, k.q_at.head, k.q_at.row, k.k_at.batch, k.k_at.head, k.k_at.row,
+          k.v_at.batch, k.v_at.head, k.v_at.row, k.o_at.batch, k.o_at.head, k.o_at.row};
 }
 
 struct KeyHash {
@@ -103,7 +106,7 @@ bool SdpaKey::operator==(const SdpaKey& o) const { return words(*this) == words(
 std::string SdpaKey::describe() const {
   return std::string(backward ? "backward " : "forward ") + dtype_name(dtype) + " B" + std::to_string(B) + " H" +
          std::to_string(H) + " Tq" + std::to_string(Tq) + " Tk" + std::to_string(Tk) + " D" + std::to_string(D) +
-         " scale " + std::to_string(scale);
+         " scale " + std::to_string(scale) + (q_at == heads_layout(H, Tq, D) ? "" : " packed");
 }
 
 struct CudnnSdpa::Impl {
@@ -127,9 +130,9 @@ struct CudnnSdpa::Impl {
     g->set_io_data_type(fe_type(k.dtype))
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
         .set_compute_data_type(fe::DataType_t::FLOAT);
-    auto Q = g->tensor(bhtd("Q", kQ, k.B, k.H, k.Tq, k.D));
-    auto K = g->tensor(bhtd("K", kK, k.B, k.H, k.Tk, k.D));
-    auto V = g->tensor(bhtd("V", kV, k.B, k.H, k.Tk, k.D));
+    auto Q = g->tensor(bhtd("Q", kQ, k.B, k.H, k.Tq, k.D, k.q_at));
+    auto K = g->tensor(bhtd("K", kK, k.B, k.H, k.Tk, k.D, k.k_at));
+    auto V = g->tensor(bhtd("V", kV, k.B, k.H, k.Tk, k.D, k.v_at));
     // The padding mask as an additive bias, broadcast over heads and queries
     // (ops/attention.h attention_bias: 0, the rounded mask value, or NaN).
     auto bias = g->tensor(fe::graph::Tensor_attributes()
@@ -144,15 +147,15 @@ struct CudnnSdpa::Impl {
                       .set_attn_scale(k.scale)
                       .set_bias(bias);
       auto [O, Stats] = g->sdpa(Q, K, V, opts);
-      O->set_output(true).set_uid(kO).set_dim({k.B, k.H, k.Tq, k.D}).set_stride({k.H * k.Tq * k.D, k.Tq * k.D, k.D, 1});
+      O->set_output(true).set_uid(kO).set_dim({k.B, k.H, k.Tq, k.D}).set_stride(strides(k.o_at));
       Stats->set_output(true)
           .set_uid(kStats)
           .set_data_type(fe::DataType_t::FLOAT)
           .set_dim({k.B, k.H, k.Tq, 1})
           .set_stride({k.H * k.Tq, k.Tq, 1, 1});
     } else {
-      auto O = g->tensor(bhtd("O", kO, k.B, k.H, k.Tq, k.D));
-      auto dO = g->tensor(bhtd("dO", kDO, k.B, k.H, k.Tq, k.D));
+      auto O = g->tensor(bhtd("O", kO, k.B, k.H, k.Tq, k.D, k.o_at));
+      auto dO = g->tensor(bhtd("dO", kDO, k.B, k.H, k.Tq, k.D, k.o_at));
       auto Stats = g->tensor(fe::graph::Tensor_attributes()
                                  .set_name("Stats")
                                  .set_uid(kStats)
@@ -167,9 +170,9 @@ struct CudnnSdpa::Impl {
                       .set_bias(bias)
                       .set_deterministic_algorithm(true);
       auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, Stats, opts);
-      dQ->set_output(true).set_uid(kDQ).set_dim({k.B, k.H, k.Tq, k.D}).set_stride({k.H * k.Tq * k.D, k.Tq * k.D, k.D, 1});
-      dK->set_output(true).set_uid(kDK).set_dim({k.B, k.H, k.Tk, k.D}).set_stride({k.H * k.Tk * k.D, k.Tk * k.D, k.D, 1});
-      dV->set_output(true).set_uid(kDV).set_dim({k.B, k.H, k.Tk, k.D}).set_stride({k.H * k.Tk * k.D, k.Tk * k.D, k.D, 1});
+      dQ->set_output(true).set_uid(kDQ).set_dim({k.B, k.H, k.Tq, k.D}).set_stride(strides(k.q_at));
+      dK->set_output(true).set_uid(kDK).set_dim({k.B, k.H, k.Tk, k.D}).set_stride(strides(k.k_at));
+      dV->set_output(true).set_uid(kDV).set_dim({k.B, k.H, k.Tk, k.D}).set_stride(strides(k.v_at));
     }
     return g;
   }

@@ -21,21 +21,26 @@
 #include <memory>
 #include <string>
 
+#include "core/attention_layout.h"
 #include "core/dtype.h"
 
 namespace mpb::cuda {
 
 class CudaDevice;
 
-// One graph: everything that is baked into it. Q [B,H,Tq,D], K/V [B,H,Tk,D],
-// all contiguous; the bias [B,1,1,Tk] in the same dtype; Stats fp32 [B,H,Tq,1].
+// One graph: everything that is baked into it. Q [B,H,Tq,D], K/V [B,H,Tk,D]
+// and O [B,H,Tq,D] with the strides of their layouts (core/attention_layout.h;
+// the offsets are in the pointers): contiguous heads or the packed QKV and
+// merged buffers. dQ, dK, dV have Q's, K's and V's strides, dO has O's. The
+// bias [B,1,1,Tk] in the same dtype; Stats fp32 [B,H,Tq,1].
 struct SdpaKey {
   DType dtype = DType::F16;  // F16 or BF16
   int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0;
+  HeadLayout q_at, k_at, v_at, o_at;  // strides only (offsets 0)
   float scale = 1.0f;
   bool backward = false;
   bool operator==(const SdpaKey& o) const;
-  std::string describe() const;  // "forward bf16 B32 H12 Tq128 Tk128 D64 scale 0.125000"
+  std::string describe() const;  // "forward bf16 B32 H12 Tq128 Tk128 D64 scale 0.125000 packed"
 };
 
 struct SdpaForwardArgs {

@@ -111,15 +111,15 @@ class RecordingDevice final : public Device {
   void softmax_backward_impl(const Tensor&, const Tensor&, const Tensor&, float) override {
     record("softmax_backward");
   }
-  void attention_forward_impl(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                              const Tensor&, float, float) override {
-    record("attention_forward");
+  // Both layouts reach one implementation; the record names the layout.
+  void attention_forward_impl(const AttentionProblem& p, const AttnOperand&, const Tensor&) override {
+    record(packed(p) ? "attention_forward_packed" : "attention_forward");
   }
-  void attention_backward_impl(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                               const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float,
-                               float) override {
-    record("attention_backward");
+  void attention_backward_impl(const AttentionProblem& p, const AttnOperand&, const AttnOperand&, const AttnOperand&,
+                               const AttnOperand&, const AttnOperand&, const Tensor&) override {
+    record(packed(p) ? "attention_backward_packed" : "attention_backward");
   }
+  static bool packed(const AttentionProblem& p) { return p.q.at != heads_layout(p.H, p.Tq, p.D); }
   void label_positions_impl(const Tensor&, const Tensor&, const Tensor&) override { record("label_positions"); }
   void embedding_forward_impl(const Tensor&, const Tensor&, const Tensor&) override { record("embedding_forward"); }
   void embedding_backward_impl(const Tensor&, const Tensor&, const Tensor&, GradMode) override {
@@ -505,6 +505,39 @@ Cases attention_cases(Arena& A) {
   };
 }
 
+// The packed ops: B=2, T=5, H=3, D=4 (C = 12), given by lse [B,H,T].
+Cases packed_attention_cases(Arena& A) {
+  const Tensor qkv = A.t({10, 36}), qkv4 = A.t({2, 5, 3, 12}), out = A.t({10, 12}), lse = A.t({2, 3, 5});
+  const Tensor kv = A.t({2, 5}, DType::I32), dqkv = A.t({10, 36}), dout = A.t({10, 12});
+  const Tensor lse2 = A.t({6, 5}), lse_h5 = A.t({2, 5, 5}), qkv_wide = A.t({10, 48}), out_odd = A.t({10, 13});
+  const Tensor out_int = A.t({10, 12}, DType::I32), kv4 = A.t({2, 4}, DType::I32), out_bad = A.t({5, 24});
+  auto fwd = [kv](Tensor o, Tensor l, Tensor x) {
+    return [=](Device& d) { d.attention_forward_packed(o, l, x, kv, 0.5f, -1e4f); };
+  };
+  auto bwd = [=](Tensor dx, Tensor g) {
+    return [=](Device& d) { d.attention_backward_packed(dx, g, out, lse, qkv, kv, 0.5f, -1e4f); };
+  };
+  const char* f = "attention_forward_packed: ";
+  const char* b = "attention_backward_packed: ";
+  return {
+      {"packed lse 2-D", fwd(out, lse2, qkv), std::string(f) + "lse must be a non-empty fp32 [B,H,T]"},
+      {"packed out vs H", fwd(out_odd, lse, qkv), std::string(f) + "out float32 [10,13] does not hold [B,T,H,D]"},
+      {"packed out vs H 5", fwd(out, lse_h5, qkv), std::string(f) + "out float32 [10,12] does not hold [B,T,H,D]"},
+      {"packed out rows", fwd(out_bad, lse, qkv), std::string(f) + "out must be [B*T, C], [B,T,C] or [B,T,H,D]"},
+      {"packed qkv cols", fwd(out, lse, qkv_wide), std::string(f) + "qkv must be [B*T, 3C], [B,T,3C] or [B,T,3,C]"},
+      {"packed out int", fwd(out_int, lse, qkv), std::string(f) + "out must be a float tensor"},
+      {"packed key_valid", [=](Device& d) { d.attention_forward_packed(out, lse, qkv, kv4, 0.5f, -1e4f); },
+       std::string(f) + "key_valid must hold 10 elements"},
+      {"packed out over qkv", fwd(qkv.flat_slice(0, 120).reshaped(Shape{10, 12}), lse, qkv),
+       std::string(f) + "out must not share qkv's memory"},
+      {"packed dout shape", bwd(dqkv, lse), std::string(b) + "dout must have out's shape"},
+      {"packed dqkv shape", bwd(qkv4, dout), std::string(b) + "dqkv must have qkv's shape"},
+      {"packed dqkv over qkv", bwd(qkv, dout), std::string(b) + "dqkv must not share qkv's memory"},
+      {"packed dqkv over dout", bwd(alias(dout, DType::F32, {10, 36}), dout),
+       std::string(b) + "dqkv must not share dout's memory"},
+  };
+}
+
 Cases embedding_and_dropout_cases(Arena& A) {
   const Tensor table = A.t({10, 4}), table1d = A.t({40}), out = A.t({3, 4}), out5 = A.t({3, 5});
   const Tensor ids = A.t({3}, DType::I32), ids_f = A.t({3}), ids2 = A.t({2}, DType::I32);
@@ -592,7 +625,8 @@ Cases optimizer_cases(Arena& A) {
 Cases all_cases(Arena& A) {
   Cases all;
   for (Cases (*group)(Arena&) : {memory_cases, gemm_cases, elementwise_cases, loss_cases, reduction_cases,
-                                 layernorm_cases, head_cases, attention_cases, embedding_and_dropout_cases,
+                                 layernorm_cases, head_cases, attention_cases, packed_attention_cases,
+                                 embedding_and_dropout_cases,
                                  optimizer_cases}) {
     Cases c = group(A);
     all.insert(all.end(), c.begin(), c.end());
@@ -687,6 +721,9 @@ TEST(DeviceContract, AGoodCallReachesItsOwnImplementation) {
       {"softmax_backward", [&] { fake.softmax_backward(scores, sprobs, scores, 0.5f); }},
       {"attention_forward", [&] { fake.attention_forward(dq, lse, q, k, v, kv, 0.5f, -1e4f); }},
       {"attention_backward", [&] { fake.attention_backward(dq, k, v, dq, dq, lse, q, k, v, kv, 0.5f, -1e4f); }},
+      {"attention_forward_packed", [&] { fake.attention_forward_packed(merged, lse, qkv, kv, 0.5f, -1e4f); }},
+      {"attention_backward_packed",
+       [&] { fake.attention_backward_packed(A.t({2, 5, 3, 12}), A.t({10, 12}), merged, lse, qkv, kv, 0.5f, -1e4f); }},
       {"embedding_forward", [&] { fake.embedding_forward(rows, table, ids); }},
       {"embedding_backward", [&] { fake.embedding_backward(table, rows, ids, GradMode::Accumulate); }},
       {"dropout", [&] { fake.dropout(f4, f4, 0.1f, 3); }},

@@ -33,15 +33,6 @@ using scalar::Elem;
 
 namespace {
 
-struct AttnDims {
-  int64_t B, H, Tq, Tk, D;
-};
-
-// q [B,H,Tq,D], k [B,H,Tk,D] (the public ops checked the shapes).
-AttnDims attn_dims(const Tensor& q, const Tensor& k) {
-  return AttnDims{q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3]};
-}
-
 // ---- fused-attention building blocks ----------------------------------------------------
 // fp32 scratch rows are padded to multiples of kLanes floats so the
 // register-blocked products below need no column remainder; pads are zeroed
@@ -175,14 +166,15 @@ void small_gemm(float* C, int64_t ldc, const float* A, int64_t ars, int64_t aks,
   for (; m0 < M4; m0 += 2) strip(std::integral_constant<int, 2>{}, m0);  // the 2 or 4 rows left (kRows = 6)
 }
 
-// dst[r * ldd + c] = t[offset + r * cols + c] as fp32, r < rows, c < cols.
-void load_rows(float* dst, int64_t ldd, const Tensor& t, int64_t offset, int64_t rows, int64_t cols) {
+// dst[r * ldd + c] = t[offset + r * ld + c] as fp32, r < rows, c < cols: rows
+// of an attention operand, ld apart in its storage (its HeadLayout's row).
+void load_rows(float* dst, int64_t ldd, const Tensor& t, int64_t offset, int64_t ld, int64_t rows, int64_t cols) {
   dispatch_float(t.dtype, [&](auto T) {
     using E = Elem<decltype(T)::value>;
     const void* p = t.data;
     for (int64_t r = 0; r < rows; ++r) {
       float* dr = dst + r * ldd;
-      const int64_t o = offset + r * cols;
+      const int64_t o = offset + r * ld;
 #pragma omp simd
       for (int64_t c = 0; c < cols; ++c) dr[c] = E::load(p, o + c);
     }
@@ -226,19 +218,30 @@ void transpose_f32(float* dst, int64_t ldd, const float* src, int64_t lds, int64
     for (int64_t c = (r < r8 ? c8 : 0); c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
 }
 
-// t[offset + r * cols + c] = factor * src[r * lds + c], rounded to t's dtype.
-void store_rows(const Tensor& t, int64_t offset, const float* src, int64_t lds, int64_t rows, int64_t cols,
-                float factor) {
+// t[offset + r * ld + c] = factor * src[r * lds + c], rounded to t's dtype.
+void store_rows(const Tensor& t, int64_t offset, int64_t ld, const float* src, int64_t lds, int64_t rows,
+                int64_t cols, float factor) {
   dispatch_float(t.dtype, [&](auto T) {
     using E = Elem<decltype(T)::value>;
     void* p = t.data;
     for (int64_t r = 0; r < rows; ++r) {
       const float* sr = src + r * lds;
-      const int64_t o = offset + r * cols;
+      const int64_t o = offset + r * ld;
 #pragma omp simd
       for (int64_t c = 0; c < cols; ++c) E::store(p, o + c, factor * sr[c]);
     }
   });
+}
+
+// Rows [t0, t0 + rows) of head bh = b * H + h of an operand, as fp32 scratch;
+// and the reverse, scaled and rounded.
+void load_head_rows(float* dst, int64_t ldd, const AttnOperand& x, int64_t H, int64_t bh, int64_t t0, int64_t rows,
+                    int64_t D) {
+  load_rows(dst, ldd, x.t, x.at.at(bh / H, bh % H, t0), x.at.row, rows, D);
+}
+void store_head_rows(const AttnOperand& x, int64_t H, int64_t bh, int64_t t0, const float* src, int64_t lds,
+                     int64_t rows, int64_t D, float factor) {
+  store_rows(x.t, x.at.at(bh / H, bh % H, t0), x.at.row, src, lds, rows, D, factor);
 }
 
 // Row i of a tile in place: the masked, scaled logits of s (nc entries).
@@ -318,11 +321,13 @@ void Kernels::softmax_backward_impl(const Tensor& dscores, const Tensor& probs, 
 // query tile: rows are independent, and a thread reuses its converted K/V
 // while consecutive tasks share (b,h). Backward tasks are whole (b,h) pairs,
 // so dK/dV (summed over every query tile) belong to one thread.
-void Kernels::attention_forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                                       const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
-  const AttnDims d = attn_dims(q, k);
-  const int32_t* kv = static_cast<const int32_t*>(key_valid.data);
-  const float mask = scalar::attention_mask_rounded(q.dtype, mask_value);
+// Every operand is read and written through its HeadLayout (the contiguous
+// heads or the packed QKV / merged buffers: core/attention_layout.h); only
+// the addresses differ, so both layouts give the same bits.
+void Kernels::attention_forward_impl(const AttentionProblem& d, const AttnOperand& out, const Tensor& lse) {
+  const int32_t* kv = static_cast<const int32_t*>(d.key_valid.data);
+  const float mask = scalar::attention_mask_rounded(d.q.t.dtype, d.mask_value);
+  const float scale = d.scale;
   constexpr int64_t Br = scalar::kAttnTileQ, Bc = scalar::kAttnTileK;
   static_assert(Br % 4 == 0 && Bc % kLanes == 0, "tiles must fit the micro-kernel's blocking");
   const int64_t D = d.D, Tq = d.Tq, Tk = d.Tk, Dp = pad16(D), Tkp = pad16(Tk);
@@ -343,13 +348,13 @@ void Kernels::attention_forward_impl(const Tensor& out, const Tensor& lse, const
       const int64_t bh = task / nqt, i0 = (task % nqt) * Br;
       const int32_t* kvb = kv + (bh / d.H) * Tk;
       if (bh != loaded) {
-        load_rows(kf.data(), Dp, k, bh * Tk * D, Tk, D);
+        load_head_rows(kf.data(), Dp, d.k, d.H, bh, 0, Tk, D);
         transpose_f32(kt.data(), Tkp, kf.data(), Dp, Tk, D);
-        load_rows(vf.data(), Dp, v, bh * Tk * D, Tk, D);
+        load_head_rows(vf.data(), Dp, d.v, d.H, bh, 0, Tk, D);
         loaded = bh;
       }
       const int64_t nr = std::min(Br, Tq - i0);
-      load_rows(qf.data(), Dp, q, (bh * Tq + i0) * D, nr, D);
+      load_head_rows(qf.data(), Dp, d.q, d.H, bh, i0, nr, D);
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t r = 0; r < nr; ++r) m[r] = -INFINITY, l[r] = 0.0f;
       for (int64_t j0 = 0; j0 < Tk; j0 += Bc) {
@@ -388,17 +393,17 @@ void Kernels::attention_forward_impl(const Tensor& out, const Tensor& lse, const
         for (int64_t e = 0; e < D; ++e) ar[e] = ar[e] / lr;
         lse_p[row] = scalar::attention_lse(m[r], lr);
       }
-      store_rows(out, (bh * Tq + i0) * D, acc.data(), Dp, nr, D, 1.0f);
+      store_head_rows(out, d.H, bh, i0, acc.data(), Dp, nr, D, 1.0f);
     }
   }
 }
 
-void Kernels::attention_backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
-                                        const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                                        const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
-  const AttnDims d = attn_dims(q, k);
-  const int32_t* kv = static_cast<const int32_t*>(key_valid.data);
-  const float mask = scalar::attention_mask_rounded(q.dtype, mask_value);
+void Kernels::attention_backward_impl(const AttentionProblem& d, const AttnOperand& dq, const AttnOperand& dk,
+                                        const AttnOperand& dv, const AttnOperand& dout, const AttnOperand& out,
+                                        const Tensor& lse) {
+  const int32_t* kv = static_cast<const int32_t*>(d.key_valid.data);
+  const float mask = scalar::attention_mask_rounded(d.q.t.dtype, d.mask_value);
+  const float scale = d.scale;
   constexpr int64_t Br = scalar::kAttnTileQ, Bc = scalar::kAttnTileK;
   const int64_t D = d.D, Tq = d.Tq, Tk = d.Tk, Dp = pad16(D), Tkp = pad16(Tk);
   // Rows padded to a multiple of 4 (the micro-kernel's row block).
@@ -417,14 +422,14 @@ void Kernels::attention_backward_impl(const Tensor& dq, const Tensor& dk, const 
     for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
       const int32_t* kvb = kv + (bh / d.H) * Tk;
       const float* lse_bh = lse_p + bh * Tq;
-      load_rows(qf.data(), Dp, q, bh * Tq * D, Tq, D);
-      load_rows(dof.data(), Dp, dout, bh * Tq * D, Tq, D);
-      load_rows(kf.data(), Dp, k, bh * Tk * D, Tk, D);
+      load_head_rows(qf.data(), Dp, d.q, d.H, bh, 0, Tq, D);
+      load_head_rows(dof.data(), Dp, dout, d.H, bh, 0, Tq, D);
+      load_head_rows(kf.data(), Dp, d.k, d.H, bh, 0, Tk, D);
       transpose_f32(kt.data(), Tkp, kf.data(), Dp, Tk, D);
-      load_rows(of.data(), Dp, v, bh * Tk * D, Tk, D);  // of holds V until O is loaded below
+      load_head_rows(of.data(), Dp, d.v, d.H, bh, 0, Tk, D);  // of holds V until O is loaded below
       transpose_f32(vt.data(), Tkp, of.data(), Dp, Tk, D);
       // D_i = rowsum(dO_i * O_i), from the stored O.
-      load_rows(of.data(), Dp, out, bh * Tq * D, Tq, D);
+      load_head_rows(of.data(), Dp, out, d.H, bh, 0, Tq, D);
       for (int64_t i = 0; i < Tq; ++i) {
         const float* a = dof.data() + i * Dp;
         const float* b = of.data() + i * Dp;
@@ -460,10 +465,10 @@ void Kernels::attention_backward_impl(const Tensor& dq, const Tensor& dk, const 
           small_gemm(dka.data(), Dp, dS.data(), 1, Bc, qf.data() + i0 * Dp, Dp, nc, D, nr, true);
           small_gemm(dqa.data() + i0 * Dp, Dp, dS.data(), Bc, 1, kf.data() + j0 * Dp, Dp, nr, D, nc, true);
         }
-        store_rows(dk, (bh * Tk + j0) * D, dka.data(), Dp, nc, D, scale);
-        store_rows(dv, (bh * Tk + j0) * D, dva.data(), Dp, nc, D, 1.0f);
+        store_head_rows(dk, d.H, bh, j0, dka.data(), Dp, nc, D, scale);
+        store_head_rows(dv, d.H, bh, j0, dva.data(), Dp, nc, D, 1.0f);
       }
-      store_rows(dq, bh * Tq * D, dqa.data(), Dp, Tq, D, scale);
+      store_head_rows(dq, d.H, bh, 0, dqa.data(), Dp, Tq, D, scale);
     }
   }
 }
