@@ -154,39 +154,52 @@ void bgemm(Device& dev, const Tensor& c, const Tensor& a, const Tensor& b, int64
 // ---- attention: fused flash-style vs the unfused scores/softmax/GEMM path --------------------
 
 // Forward and backward of one layer's attention core, as models/bert.cpp runs
-// each path. Traffic: q, k, v, out, dout, dq, dk, dv once each (the unfused path
-// also writes and reads the [B,H,T,T] scores and probabilities: counted only in
-// its time, not its bytes, so both paths are held to the same useful traffic).
+// each path: from the QKV projection qkv [N,3C] to the merged heads [N,C] and
+// back to dqkv. Fused: the packed ops, which read the heads by stride (no
+// shuffles); unfused: split_heads, batched GEMM q.k^T, masked softmax, GEMM
+// p.v, merge_heads, and back (split_heads_grad, four GEMMs, softmax_backward,
+// merge_qkv_grads). Traffic: qkv, out, dout and dqkv once each (the unfused
+// path's head copies and [B,H,T,T] scores and probabilities count only in its
+// time, not its bytes, so both paths are held to the same useful traffic).
 // FLOPs: 4 T^2 D per (b,h) forward (two GEMMs), 8 T^2 D backward (four).
 void BM_Attention(benchmark::State& state, BertShape s, DType t, bool fused) {
   Bench b;
-  const int64_t B = s.batch, H = s.heads, T = s.seq, D = s.head_dim(), BH = B * H;
+  const int64_t B = s.batch, H = s.heads, T = s.seq, D = s.head_dim(), BH = B * H, N = B * T, C = H * D;
   const Shape hs{B, H, T, D};
-  const Tensor q = b.make(hs, t), k = b.make(hs, t), v = b.make(hs, t), dout = b.make(hs, t);
-  const Tensor out = b.make(hs, t), dq = b.make(hs, t), dk = b.make(hs, t), dv = b.make(hs, t);
+  const Tensor qkv = b.make(Shape{N, 3 * C}, t), dqkv = b.make(Shape{N, 3 * C}, t);
+  const Tensor out = b.make(Shape{N, C}, t), dout = b.make(Shape{N, C}, t);
   const Tensor lse = b.make(Shape{B, H, T}, DType::F32);
   const Tensor key_valid = b.ints(Shape{B, T}, 1);
-  const Tensor scores = b.make(Shape{B, H, T, T}, t), probs = b.make(Shape{B, H, T, T}, t);
-  const Tensor s2 = b.make(Shape{B, H, T, T}, t);
   const float scale = 1.0f / std::sqrt(float(D)), mask = -10000.0f;
   const GemmCompute mode = mode_of(t);
   Device& dev = *b.dev;
+  // The unfused path's buffers (the fused one has none).
+  Tensor q, k, v, att, datt, dq, dk, dv, scores, probs, s2;
+  if (!fused) {
+    q = b.make(hs, t), k = b.make(hs, t), v = b.make(hs, t), att = b.make(hs, t), datt = b.make(hs, t);
+    dq = b.make(hs, t), dk = b.make(hs, t), dv = b.make(hs, t);
+    scores = b.make(Shape{B, H, T, T}, t), probs = b.make(Shape{B, H, T, T}, t), s2 = b.make(Shape{B, H, T, T}, t);
+  }
   for (auto _ : state) {
     if (fused) {
-      dev.attention_forward(out, lse, q, k, v, key_valid, scale, mask);
-      dev.attention_backward(dq, dk, dv, dout, out, lse, q, k, v, key_valid, scale, mask);
+      dev.attention_forward_packed(out, lse, qkv, key_valid, scale, mask);
+      dev.attention_backward_packed(dqkv, dout, out, lse, qkv, key_valid, scale, mask);
     } else {
+      dev.split_heads(q, k, v, qkv);
       bgemm(dev, scores, q, k, T, T, D, false, true, BH, mode);
       dev.masked_softmax_forward(probs, scores, key_valid, scale, mask);
-      bgemm(dev, out, probs, v, T, D, T, false, false, BH, mode);
-      bgemm(dev, dv, probs, dout, T, D, T, true, false, BH, mode);
-      bgemm(dev, scores, dout, v, T, T, D, false, true, BH, mode);
+      bgemm(dev, att, probs, v, T, D, T, false, false, BH, mode);
+      dev.merge_heads(out, att);
+      dev.split_heads_grad(datt, dout);
+      bgemm(dev, dv, probs, datt, T, D, T, true, false, BH, mode);
+      bgemm(dev, scores, datt, v, T, T, D, false, true, BH, mode);
       dev.softmax_backward(s2, probs, scores, scale);
       bgemm(dev, dq, s2, k, T, D, T, false, false, BH, mode);
       bgemm(dev, dk, s2, q, T, D, T, true, false, BH, mode);
+      dev.merge_qkv_grads(dqkv, dq, dk, dv);
     }
   }
-  const double bytes = 8.0 * double(q.numel()) * double(dtype_size(t));
+  const double bytes = 8.0 * double(N * C) * double(dtype_size(t));
   set_counters(state, bytes, 12.0 * double(BH) * double(T) * double(T) * double(D), mode, false);
 }
 

@@ -4,7 +4,7 @@
 // (dq, dk, dv from the same out/lse/dout on both devices), padded keys'
 // exact zeros, the fp16 mask hazard (NaN everywhere, as the CPU), graph
 // caching (no plan creation on a repeated shape), deterministic backward,
-// and which implementation ran (DeviceCounters::attention_impls). Each test
+// the packed layout BERT's fused path runs, and which implementation ran (DeviceCounters::attention_impls). Each test
 // skips where no usable CUDA device exists; the build-level tests run
 // everywhere. Without cudnn_frontend (MPB_HAVE_CUDNN_FRONTEND unset) the
 // same comparisons run the hand-written kernel, and the implementation
@@ -326,6 +326,44 @@ TEST_F(CudnnAttention, GraphsAreCachedAndBackwardIsDeterministic) {
   EXPECT_TRUE(identical(fetch(*gpu_, dq), dq1, &where)) << "dq not reproducible: " << where;
   EXPECT_TRUE(identical(fetch(*gpu_, dk), dk1, &where)) << "dk not reproducible: " << where;
   EXPECT_TRUE(identical(fetch(*gpu_, dv), dv1, &where)) << "dv not reproducible: " << where;
+}
+
+// BERT's fused path runs the packed ops (Q/K/V read by stride from the QKV
+// projection, merged output, dQKV; core/attention_layout.h). At BERT-base in
+// fp16 and bf16 cuDNN must run both calls with the packed strides (a refusal
+// would put every BERT cell on the hand-written kernel), build their graphs
+// once, allocate nothing on a repeat, and give reproducible bits. Their
+// numbers are the op-check cases' (attention_packed, against float64).
+TEST_F(CudnnAttention, PackedLayoutRunsOnCudnnAtBertBase) {
+  const Dims d = kDims[1];
+  const int64_t N = d.B * d.Tq, C = d.H * d.D;
+  for (DType t : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.D)));
+    DeviceBuffer qkv = put(*gpu_, gen_.uniform(t, Shape{N, 3 * C}, -2.0f, 2.0f));
+    DeviceBuffer dout = put(*gpu_, gen_.uniform(t, Shape{N, C}, -1.0f, 1.0f));
+    DeviceBuffer kv = put(*gpu_, ints(key_valid(d.B, d.Tk), Shape{d.B, d.Tk}));
+    DeviceBuffer out = gpu_->alloc(Shape{N, C}, t, MemCategory::Activations);
+    DeviceBuffer lse = gpu_->alloc(Shape{d.B, d.H, d.Tq}, DType::F32, MemCategory::Activations);
+    DeviceBuffer dqkv = gpu_->alloc(Shape{N, 3 * C}, t, MemCategory::Activations);
+    auto step = [&] {
+      gpu_->attention_forward_packed(out, lse, qkv, kv, scale, attention_mask_value(t));
+      gpu_->attention_backward_packed(dqkv, dout, out, lse, qkv, kv, scale, attention_mask_value(t));
+    };
+    const int64_t half = impl_calls(kHalfImpl);
+    step();
+    EXPECT_EQ(impl_calls(kHalfImpl), half + 2) << "the packed calls did not both run on " << kHalfImpl;
+    const Host o1 = fetch(*gpu_, out), g1 = fetch(*gpu_, dqkv);
+    const int64_t plans = gpu_->counters().plans_created;
+    const auto allocs = gpu_->memory().snapshot().allocations;
+    step();
+    gpu_->synchronize();
+    EXPECT_EQ(gpu_->counters().plans_created, plans) << "a repeated packed shape built a graph";
+    EXPECT_EQ(gpu_->memory().snapshot().allocations, allocs) << "a repeated packed shape allocated";
+    std::string where;
+    EXPECT_TRUE(identical(fetch(*gpu_, out), o1, &where)) << "packed forward not reproducible: " << where;
+    EXPECT_TRUE(identical(fetch(*gpu_, dqkv), g1, &where)) << "packed dqkv not reproducible: " << where;
+  }
 }
 
 // The fp16 hazard of the mask rule (ops/attention.h): mask_value -1e9 rounds
