@@ -45,14 +45,26 @@ struct AttnOperand {
   HeadLayout at;
 };
 
+// Dropout on the attention probabilities inside fused attention: the
+// dropout op's rule (ops/dropout.h) on the [B,H,Tq,Tk] probabilities, element
+// ((b*H + h)*Tq + i)*Tk + j of a call with `seed` kept iff its bits clear
+// p's threshold, then scaled by 1/(1-p). The same mask as Device::dropout on
+// the unfused path's probabilities with that seed. p = 0: none.
+struct AttnDropout {
+  float p = 0.0f;
+  uint64_t seed = 0;
+};
+
 // A checked fused-attention call as the backends receive it: q [B,H,Tq,D],
 // k and v [B,H,Tk,D] (one dtype), key_valid int32 [B,Tk] (1 real key, 0
-// padding), the scale and the unrounded mask value (ops/attention.h's rule).
+// padding), the scale, the unrounded mask value (ops/attention.h's rule) and
+// the dropout.
 struct AttentionProblem {
   int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0;
   AttnOperand q, k, v;
   Tensor key_valid;
   float scale = 1.0f, mask_value = 0.0f;
+  AttnDropout dropout;
 };
 
 }  // namespace mpb

@@ -464,11 +464,13 @@ class Device {
   // key_valid int32 [B,Tk], out [B,H,Tq,D], lse [B,H,Tq] fp32 (log-sum-exp per
   // query, saved for the backward pass, which recomputes the probabilities).
   // Backward: dout and dq have q's shape, dk and dv k's.
+  // dropout (core/attention_layout.h): on the probabilities, p in [0, 1),
+  // the dropout op's mask; the backward must be given the forward's.
   void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const Tensor& key_valid, float scale, float mask_value);
+                         const Tensor& key_valid, float scale, float mask_value, AttnDropout dropout = {});
   void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                           const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
-                          const Tensor& key_valid, float scale, float mask_value);
+                          const Tensor& key_valid, float scale, float mask_value, AttnDropout dropout = {});
   // The same fused self-attention (Tq = Tk = T) read straight from the packed
   // QKV projection and written straight into merged heads, so no head shuffle
   // runs (core/attention_layout.h): qkv [B*T, 3C] (or [B,T,3C], [B,T,3,C])
@@ -479,9 +481,10 @@ class Device {
   // on the split heads, merged; bit for bit where the backend runs its own
   // kernel (the same code, other addresses).
   void attention_forward_packed(const Tensor& out, const Tensor& lse, const Tensor& qkv, const Tensor& key_valid,
-                                float scale, float mask_value);
+                                float scale, float mask_value, AttnDropout dropout = {});
   void attention_backward_packed(const Tensor& dqkv, const Tensor& dout, const Tensor& out, const Tensor& lse,
-                                 const Tensor& qkv, const Tensor& key_valid, float scale, float mask_value);
+                                 const Tensor& qkv, const Tensor& key_valid, float scale, float mask_value,
+                                 AttnDropout dropout = {});
   // out[i,:] = table[ids[i], :]; backward adds rows of dout into dtable
   // (deterministically: the same sum order on every run). The table is at
   // least 2-D with out's (dout's) columns; ids int32 [rows of out]; dout must

@@ -588,9 +588,14 @@ void Device::softmax_backward(const Tensor& dscores, const Tensor& probs, const 
 
 namespace {
 // The problem of attention_forward/backward's contiguous [B,H,T,D] operands.
+void check_dropout(const char* op, AttnDropout d) {
+  if (!(d.p >= 0.0f && d.p < 1.0f)) fail(op, "dropout p must be in [0, 1), got " + num(double(d.p)));
+}
+
 AttentionProblem heads_problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_valid,
-                               float scale, float mask_value) {
+                               float scale, float mask_value, AttnDropout dropout) {
   AttentionProblem p;
+  p.dropout = dropout;
   p.B = q.shape[0], p.H = q.shape[1], p.Tq = q.shape[2], p.Tk = k.shape[2], p.D = q.shape[3];
   p.q = {q, heads_layout(p.H, p.Tq, p.D)};
   p.k = {k, heads_layout(p.H, p.Tk, p.D)};
@@ -604,7 +609,7 @@ AttentionProblem heads_problem(const Tensor& q, const Tensor& k, const Tensor& v
 // parts 0..2 of qkv [B,T,3,H,D]. out (and dout) [B,T,H,D] is checked by the
 // caller through check_packed_out.
 AttentionProblem packed_problem(const char* op, const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                                const Tensor& key_valid, float scale, float mask_value) {
+                                const Tensor& key_valid, float scale, float mask_value, AttnDropout dropout) {
   need_dtype(op, "lse", lse, DType::F32);
   if (lse.shape.ndim != 3 || lse.shape[0] <= 0 || lse.shape[1] <= 0 || lse.shape[2] <= 0)
     fail(op, "lse must be a non-empty fp32 [B,H,T] (it gives B, H and T), got " + describe(lse));
@@ -627,6 +632,8 @@ AttentionProblem packed_problem(const char* op, const Tensor& out, const Tensor&
   need_float(op, "out", out);
   check_key_valid(op, key_valid, p.B, p.Tk);
   need_distinct(op, "out", out, "qkv", qkv, "qkv is read while out is written");
+  check_dropout(op, dropout);
+  p.dropout = dropout;
   p.q = {qkv, packed_layout(p.Tq, p.H, p.D, 3, 0)};
   p.k = {qkv, packed_layout(p.Tk, p.H, p.D, 3, 1)};
   p.v = {qkv, packed_layout(p.Tk, p.H, p.D, 3, 2)};
@@ -637,17 +644,20 @@ AttentionProblem packed_problem(const char* op, const Tensor& out, const Tensor&
 }  // namespace
 
 void Device::attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                               const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
+                               const Tensor& v, const Tensor& key_valid, float scale, float mask_value,
+                               AttnDropout dropout) {
   check_attention("attention_forward", q, k, v, "out", out, lse, key_valid);
-  const AttentionProblem p = heads_problem(q, k, v, key_valid, scale, mask_value);
+  check_dropout("attention_forward", dropout);
+  const AttentionProblem p = heads_problem(q, k, v, key_valid, scale, mask_value, dropout);
   const int64_t notes = attention_impl_notes_;
   attention_forward_impl(p, {out, p.q.at}, lse);
   count_attention_impl(notes);
 }
 
 void Device::attention_forward_packed(const Tensor& out, const Tensor& lse, const Tensor& qkv,
-                                      const Tensor& key_valid, float scale, float mask_value) {
-  const AttentionProblem p = packed_problem("attention_forward_packed", out, lse, qkv, key_valid, scale, mask_value);
+                                      const Tensor& key_valid, float scale, float mask_value, AttnDropout dropout) {
+  const AttentionProblem p =
+      packed_problem("attention_forward_packed", out, lse, qkv, key_valid, scale, mask_value, dropout);
   const int64_t notes = attention_impl_notes_;
   attention_forward_impl(p, {out, packed_layout(p.Tq, p.H, p.D, 1, 0)}, lse);
   count_attention_impl(notes);
@@ -655,9 +665,9 @@ void Device::attention_forward_packed(const Tensor& out, const Tensor& lse, cons
 
 void Device::attention_backward_packed(const Tensor& dqkv, const Tensor& dout, const Tensor& out,
                                        const Tensor& lse, const Tensor& qkv, const Tensor& key_valid, float scale,
-                                       float mask_value) {
+                                       float mask_value, AttnDropout dropout) {
   const char* op = "attention_backward_packed";
-  const AttentionProblem p = packed_problem(op, out, lse, qkv, key_valid, scale, mask_value);
+  const AttentionProblem p = packed_problem(op, out, lse, qkv, key_valid, scale, mask_value, dropout);
   need_shape(op, "dout", dout, "out", out);
   need_shape(op, "dqkv", dqkv, "qkv", qkv);
   need_float(op, "dout", dout);
@@ -672,15 +682,17 @@ void Device::attention_backward_packed(const Tensor& dqkv, const Tensor& dout, c
 
 void Device::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
                                 const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                                const Tensor& v, const Tensor& key_valid, float scale, float mask_value) {
+                                const Tensor& v, const Tensor& key_valid, float scale, float mask_value,
+                                AttnDropout dropout) {
   const char* op = "attention_backward";
   check_attention(op, q, k, v, "out", out, lse, key_valid);
+  check_dropout(op, dropout);
   need_shape(op, "dout", dout, "q", q);
   need_shape(op, "dq", dq, "q", q);
   need_shape(op, "dk", dk, "k", k);
   need_shape(op, "dv", dv, "k", k);
   need_floats(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}});
-  const AttentionProblem p = heads_problem(q, k, v, key_valid, scale, mask_value);
+  const AttentionProblem p = heads_problem(q, k, v, key_valid, scale, mask_value, dropout);
   const int64_t notes = attention_impl_notes_;
   attention_backward_impl(p, {dq, p.q.at}, {dk, p.k.at}, {dv, p.v.at}, {dout, p.q.at}, {out, p.q.at}, lse);
   count_attention_impl(notes);

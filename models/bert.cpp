@@ -146,8 +146,6 @@ std::vector<std::string> bert_warnings(const BertConfig& c, int64_t micro_batch)
   if (micro_batch > 0 && (micro_batch * c.seq_len) % 8)
     w.push_back("micro_batch x seq_len = " + std::to_string(micro_batch * c.seq_len) + why +
                 " (the row count of every token GEMM)");
-  if (c.fused && c.dropout > 0.0f)
-    w.push_back("fused attention has no dropout; with dropout > 0 attention runs unfused (the other fusions stay)");
   if (c.checkpointing != CheckpointPolicy::Off && bert_checkpoint_segment(c) >= c.layers)
     w.push_back(std::string("checkpointing '") + checkpoint_policy_name(c.checkpointing) + "' gives one segment of " +
                 std::to_string(c.layers) + " layers: nothing is recomputed and no memory is saved");
@@ -171,7 +169,7 @@ class Bert final : public StoredParamsModel {
         L_(cfg.layers), C_(cfg.hidden), H_(cfg.heads), D_(C_ / H_), F_(cfg.ffn_dim()), V_(cfg.model_vocab()),
         T_(cfg.seq_len),
         seg_(bert_checkpoint_segment(cfg)), pre_ln_(cfg.pre_ln), ckpt_(seg_ < L_),
-        attn_fused_(cfg.fused && cfg.dropout == 0.0f),  // the fused attention op has no dropout
+        attn_fused_(cfg.fused),
         eps_(layernorm_eps(policy.compute, cfg.ln_eps)), mask_value_(attention_mask_value(policy.compute)),
         scale_(1.0f / std::sqrt(float(D_))), sparse_(cfg.mlm_head == MlmHead::Sparse), P_(store_, cfg),
         acts_(dev, cfg, policy, micro, seg_, attn_fused_),
@@ -293,6 +291,12 @@ class Bert final : public StoredParamsModel {
                             static_cast<uint64_t>(layer) * 8 + static_cast<uint64_t>(site));
   }
   bool dropping() const { return training_ && cfg_.dropout > 0.0f; }
+  // Fused attention's dropout on the probabilities: the unfused path's site
+  // and seed, so both paths drop the same elements (on the CPU and the CUDA
+  // kernel; cuDNN draws its own mask from the seed).
+  AttnDropout attention_dropout(int layer) const {
+    return dropping() ? AttnDropout{cfg_.dropout, drop_seed(layer, kSiteAttnProbs)} : AttnDropout{};
+  }
   // Dropout of `in` into `out`; returns the tensor to use (in itself when off).
   Tensor drop(const Tensor& out, const Tensor& in, int layer, int site) {
     if (!dropping()) return in;
@@ -356,7 +360,8 @@ class Bert final : public StoredParamsModel {
     const Tensor key_valid = first_view(acts_.mask, Shape{b, T_});
     if (attn_fused_) {
       Tensor a = nc(A.att, b);
-      dev_.attention_forward_packed(a, first_view(A.lse, Shape{b, H_, T_}), qkv, key_valid, scale_, mask_value_);
+      dev_.attention_forward_packed(a, first_view(A.lse, Shape{b, H_, T_}), qkv, key_valid, scale_, mask_value_,
+                                    attention_dropout(l));
       probe(ProbeKind::Activation, a);
       return a;
     }
@@ -505,7 +510,7 @@ class Bert final : public StoredParamsModel {
     if (attn_fused_) {
       dev_.attention_backward_packed(dqkv, da, nc(A.att, b), first_view(A.lse, Shape{b, H_, T_}),
                                      first_view(A.qkv, Shape{b * T_, 3 * C_}), first_view(acts_.mask, Shape{b, T_}),
-                                     scale_, mask_value_);
+                                     scale_, mask_value_, attention_dropout(l));
       probe(ProbeKind::ActivationGrad, dqkv);
       return;
     }

@@ -10,6 +10,7 @@
 
 #include "core/precision.h"
 #include "opcheck/cases.h"
+#include "ops/dropout.h"
 
 namespace mpb::opcheck {
 namespace {
@@ -174,11 +175,20 @@ class MaskedSoftmax : public Instance {
 // their outputs, put back in [B,H,T,D] order on the host, get the fused
 // checks above, and the bits of the [B,H,T,D] ops on the same device where
 // both ran the backend's own kernel (the same code, other addresses).
+// Dropout (drop_p > 0): the fused ops' mask is the dropout op's on the
+// [B,H,T,T] probabilities (ops/dropout.h), so the float64 references apply it
+// exactly (AttnInputs::drop; the product by 1/(1-p) is one more fp32
+// rounding), and the unfused composition runs Device::dropout on its
+// probabilities and their gradient with the same seed. Where cuDNN SDPA ran
+// a dropout call it drew its own Philox mask: then lse (which dropout does
+// not touch) and the padded keys' exact zeros are checked here, and the
+// outputs by statistics in tests/gpu/test_cudnn_attention.cpp.
 class Attention : public Instance {
  public:
   enum class Mode { Forward, Backward, Unfused, Packed };
-  Attention(int64_t B, int64_t H, int64_t T, int64_t D, DType t, Mode mode) : t_(t), mode_(mode) {
-    Gen g(seed_of("attention", B, H, T, D, t));
+  Attention(int64_t B, int64_t H, int64_t T, int64_t D, DType t, Mode mode, float drop_p = 0.0f)
+      : t_(t), mode_(mode) {
+    Gen g(seed_of("attention", B, H, T, D, t, drop_p));
     p_.B = B, p_.H = H, p_.T = T, p_.D = D;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
     p_.scale = scale;
@@ -189,6 +199,14 @@ class Attention : public Instance {
     // q, k up to 2 in magnitude: logits up to ~4 sqrt(D), a softmax far from uniform.
     q_ = g.nonzero(t, s, 0.1f, 2.0f), k_ = g.nonzero(t, s, 0.1f, 2.0f), v_ = g.nonzero(t, s), dout_ = g.nonzero(t, s);
     p_.q = q_.values(), p_.k = k_.values(), p_.v = v_.values(), p_.dout = dout_.values();
+    if (drop_p > 0.0f) {
+      drop_ = AttnDropout{drop_p, seed_of("attention dropout", B, H, T, D, t)};
+      const double keep_scale = scalar::dropout_scale(drop_p);
+      const uint32_t threshold = scalar::dropout_threshold(drop_p);
+      p_.drop.resize(static_cast<size_t>(B * H * T * T));
+      for (size_t e = 0; e < p_.drop.size(); ++e)
+        p_.drop[e] = scalar::dropout_bits(drop_.seed, e) >= threshold ? keep_scale : 0.0;
+    }
   }
   Outputs run(Device& dev) override {
     if (mode_ == Mode::Packed) return run_packed(dev);
@@ -198,7 +216,7 @@ class Attention : public Instance {
     DeviceBuffer kv = put(dev, ints(p_.kv, Shape{p_.B, p_.T}));
     DeviceBuffer out = put(dev, filled(t_, qs, NAN)), lse = put(dev, filled(DType::F32, Shape{p_.B, p_.H, p_.T}, NAN));
     const int64_t sdpa = sdpa_calls(dev);
-    dev.attention_forward(out, lse, q, k, v, kv, static_cast<float>(p_.scale), mask_);
+    dev.attention_forward(out, lse, q, k, v, kv, static_cast<float>(p_.scale), mask_, drop_);
     // What the device under test ran; run_case runs the CPU reference after
     // it, which must not clear the flags check_vs_cpu reads.
     const bool under_test = dev.info().kind != "cpu";
@@ -207,13 +225,17 @@ class Attention : public Instance {
     if (mode_ == Mode::Forward) return o;
     DeviceBuffer dq = put(dev, filled(t_, qs, NAN)), dk = put(dev, filled(t_, qs, NAN)), dv = put(dev, filled(t_, qs, NAN));
     const int64_t sdpa_b = sdpa_calls(dev);
-    dev.attention_backward(dq, dk, dv, dout, out, lse, q, k, v, kv, static_cast<float>(p_.scale), mask_);
+    dev.attention_backward(dq, dk, dv, dout, out, lse, q, k, v, kv, static_cast<float>(p_.scale), mask_, drop_);
     if (under_test) sdpa_bwd_ = sdpa_calls(dev) > sdpa_b;
     o.add("dq", dev, dq), o.add("dk", dev, dk), o.add("dv", dev, dv);
     if (mode_ == Mode::Unfused) run_unfused(dev, o, q, k, v, dout, kv);
     return o;
   }
   void check(Check& c, Device&, const Outputs& got) override {
+    if (cudnn_dropout()) {
+      check_cudnn_dropout(c, got);
+      return;
+    }
     if (mode_ == Mode::Unfused) {
       check_unfused(c, got, fused_ref(sdpa_fwd_));
       return;
@@ -227,18 +249,17 @@ class Attention : public Instance {
     c.near("dq", got["dq"], g.dq, g.tol_dq);
     c.near("dk", got["dk"], g.dk, g.tol_dk);
     c.near("dv", got["dv"], g.dv, g.tol_dv);
-    bool zero = true;
-    for (int64_t bh = 0; bh < p_.B * p_.H; ++bh)
-      for (int64_t j = 0; j < p_.T; ++j)
-        if (!p_.kv[static_cast<size_t>((bh / p_.H) * p_.T + j)])
-          for (int64_t d = 0; d < p_.D; ++d) {
-            const auto e = static_cast<int64_t>(p_.at(bh, j, d));
-            zero = zero && got["dk"].value(e) == 0.0 && got["dv"].value(e) == 0.0;
-          }
-    c.expect(zero, "padded keys must get exactly zero dk and dv");
+    c.expect(padded_keys_zero(got["dk"], got["dv"]), "padded keys must get exactly zero dk and dv");
   }
   void check_vs_cpu(Check& c, const Outputs& got, const Outputs& cpu) override {
     if (mode_ == Mode::Unfused) return;  // the fused results are compared by the forward/backward cases
+    if (cudnn_dropout()) {  // another mask: only lse is the CPU's
+      const AttnRef f = fused_ref(false), fg = fused_ref(true);
+      c.vs_cpu("lse", got["lse"], cpu["lse"], [&](int64_t i, double) {
+        return fg.tol_lse[static_cast<size_t>(i)] + f.tol_lse[static_cast<size_t>(i)];
+      });
+      return;
+    }
     // f: the CPU's bounds (the kernel's); fg: the device's (cuDNN's when it ran).
     const AttnRef f = fused_ref(false), fg = sdpa_fwd_ ? fused_ref(true) : f;
     const auto sum = [](const std::vector<double>& a, const std::vector<double>& b) {
@@ -255,6 +276,29 @@ class Attention : public Instance {
   }
 
  private:
+  // cuDNN ran a call with dropout, so with its own (Philox) mask.
+  bool cudnn_dropout() const { return drop_.p > 0.0f && (sdpa_fwd_ || sdpa_bwd_); }
+  // What holds whatever the mask: lse (dropout acts after it) and the padded
+  // keys' exact zeros.
+  void check_cudnn_dropout(Check& c, const Outputs& got) {
+    c.note("cuDNN SDPA ran with dropout: its Philox mask is not the CPU's, so lse and the padded keys are checked "
+           "here and the outputs by statistics (tests/gpu/test_cudnn_attention.cpp)");
+    const AttnRef f = fused_ref(true);
+    c.near("lse", got["lse"], f.lse, f.tol_lse);
+    if (mode_ == Mode::Forward) return;
+    c.expect(padded_keys_zero(got["dk"], got["dv"]), "padded keys must get exactly zero dk and dv");
+  }
+  bool padded_keys_zero(const Host& dk, const Host& dv) const {
+    bool zero = true;
+    for (int64_t bh = 0; bh < p_.B * p_.H; ++bh)
+      for (int64_t j = 0; j < p_.T; ++j)
+        if (!p_.kv[static_cast<size_t>((bh / p_.H) * p_.T + j)])
+          for (int64_t d = 0; d < p_.D; ++d) {
+            const auto e = static_cast<int64_t>(p_.at(bh, j, d));
+            zero = zero && dk.value(e) == 0.0 && dv.value(e) == 0.0;
+          }
+    return zero;
+  }
   static int64_t sdpa_calls(const Device& dev) {
     const auto& m = dev.counters().attention_impls;
     const auto it = m.find("cudnn_sdpa");
@@ -305,9 +349,9 @@ class Attention : public Instance {
     DeviceBuffer dqkv = put(dev, filled(t_, Shape{N, 3 * C}, NAN));
     const bool under_test = dev.info().kind != "cpu";
     const int64_t calls0 = sdpa_calls(dev);
-    dev.attention_forward_packed(out, lse, qkv, kv, scale, mask_);
+    dev.attention_forward_packed(out, lse, qkv, kv, scale, mask_, drop_);
     const int64_t calls1 = sdpa_calls(dev);
-    dev.attention_backward_packed(dqkv, dout, out, lse, qkv, kv, scale, mask_);
+    dev.attention_backward_packed(dqkv, dout, out, lse, qkv, kv, scale, mask_, drop_);
     if (under_test) sdpa_fwd_ = calls1 > calls0, sdpa_bwd_ = sdpa_calls(dev) > calls1;
     const Host dqkv_h = fetch(dev, dqkv);
     o.add("out", unpack(fetch(dev, out), 1, 0)), o.add("lse", dev, lse);
@@ -318,8 +362,8 @@ class Attention : public Instance {
     DeviceBuffer outh = put(dev, filled(t_, qs, NAN)), lseh = put(dev, filled(DType::F32, ls, NAN));
     DeviceBuffer dq = put(dev, filled(t_, qs, NAN)), dk = put(dev, filled(t_, qs, NAN)), dv = put(dev, filled(t_, qs, NAN));
     const int64_t calls2 = sdpa_calls(dev);
-    dev.attention_forward(outh, lseh, q, k, v, kv, scale, mask_);
-    dev.attention_backward(dq, dk, dv, douth, outh, lseh, q, k, v, kv, scale, mask_);
+    dev.attention_forward(outh, lseh, q, k, v, kv, scale, mask_, drop_);
+    dev.attention_backward(dq, dk, dv, douth, outh, lseh, q, k, v, kv, scale, mask_, drop_);
     if (under_test) heads_sdpa_ = sdpa_calls(dev) - calls2;
     o.add("heads out", dev, outh), o.add("heads lse", dev, lseh);
     o.add("heads dq", dev, dq), o.add("heads dk", dev, dk), o.add("heads dv", dev, dv);
@@ -351,19 +395,25 @@ class Attention : public Instance {
     DeviceBuffer out = dev.alloc(qs, t_, MemCategory::Activations);
     gemm(q, k, scores, T, T, D, false, true);
     dev.masked_softmax_forward(probs, scores, kv, static_cast<float>(p_.scale), mask_);
-    gemm(probs, v, out, T, D, T, false, false);
+    // Dropout as models/bert.cpp's unfused path runs it: the probabilities,
+    // then their gradient, through Device::dropout with the fused ops' seed.
+    DeviceBuffer pd = dev.alloc(ss, t_, MemCategory::Workspace);
+    const Tensor pused = drop_.p > 0.0f ? (dev.dropout(pd, probs, drop_.p, drop_.seed), pd.tensor()) : probs.tensor();
+    gemm(pused, v, out, T, D, T, false, false);
     DeviceBuffer dprobs = dev.alloc(ss, DType::F32, MemCategory::Workspace), dscores = dev.alloc(ss, t_, MemCategory::Workspace);
     gemm(dout, v, dprobs, T, T, D, false, true);
+    if (drop_.p > 0.0f) dev.dropout(dprobs, dprobs, drop_.p, drop_.seed);
     dev.softmax_backward(dscores, probs, dprobs, static_cast<float>(p_.scale));
     DeviceBuffer dq = dev.alloc(qs, t_, MemCategory::Activations), dk = dev.alloc(qs, t_, MemCategory::Activations);
     DeviceBuffer dv = dev.alloc(qs, t_, MemCategory::Activations);
     gemm(dscores, k, dq, T, D, T, false, false);  // dQ = dS K
     gemm(dscores, q, dk, T, D, T, true, false);   // dK = dS^T Q
-    gemm(probs, dout, dv, T, D, T, true, false);  // dV = P^T dO
+    gemm(pused, dout, dv, T, D, T, true, false);  // dV = drop(P)^T dO
     o.add("unfused out", dev, out), o.add("unfused dq", dev, dq), o.add("unfused dk", dev, dk), o.add("unfused dv", dev, dv);
   }
   void check_unfused(Check& c, const Outputs& got, const AttnRef& f) {
-    const double extra = t_ == DType::F32 ? 0.0 : 0x1p-8;
+    // A 16-bit probs tensor rounds P once, and the dropped copy once more.
+    const double extra = (t_ == DType::F32 ? 0.0 : 0x1p-8) * (drop_.p > 0.0f ? 2 : 1);
     const double gemm = c.cuda() && t_ != DType::F32 ? 2.0 : 1.0;
     const AttnRef fu = attention_ref(p_, extra, t_, gemm);
     const AttnGradRef g = fused_grad_ref(f, got["out"].values(), sdpa_bwd_);
@@ -383,6 +433,7 @@ class Attention : public Instance {
   Mode mode_;
   bool sdpa_fwd_ = false, sdpa_bwd_ = false;  // cuDNN SDPA ran the call (DeviceCounters::attention_impls)
   int heads_sdpa_ = 0;                        // Packed: of the two [B,H,T,D] calls, those cuDNN ran
+  AttnDropout drop_;                          // p = 0: none
   float mask_;
   AttnInputs p_;
   Host q_, k_, v_, dout_;
@@ -446,6 +497,24 @@ void add_attention_cases(std::vector<OpCase>& v) {
                                        std::string(btol) + "; the [B,H,T,D] ops' bits where both ran the backend's kernel",
                                        false, d.B, d.H, d.T, d.D, t, Attention::Mode::Packed));
     }
+  // Dropout 0.1 on the probabilities: the packed ops at a small and BERT's
+  // shape, and the unfused composition with Device::dropout against them.
+  const char* dtol = "the bounds above with the dropout mask applied exactly (one more fp32 rounding); where cuDNN "
+                     "ran (its own mask): lse and the padded keys' zeros";
+  for (const Dims& d : {packed[0], packed[2]})
+    for (DType t : kFloatTypes) {
+      if (d.size == Size::Bert && t == DType::F16) continue;
+      const std::string shape = std::string(d.size == Size::Bert ? "BERT " : "") + "B" + std::to_string(d.B) + " H" +
+                                std::to_string(d.H) + " T" + std::to_string(d.T) + " D" + std::to_string(d.D) +
+                                " dropout 0.1";
+      v.push_back(make_case<Attention>("attention_packed (forward + backward)", shape, dt(t), d.size, dtol, false, d.B,
+                                       d.H, d.T, d.D, t, Attention::Mode::Packed, 0.1f));
+    }
+  for (DType t : {DType::F32, DType::BF16})
+    v.push_back(make_case<Attention>("attention (unfused vs fused)", "B2 H2 T67 D16 dropout 0.1", dt(t), Size::Small,
+                                     "the sum of the fused and unfused bounds, the same dropout mask on both", false,
+                                     int64_t{2}, int64_t{2}, int64_t{67}, int64_t{16}, t, Attention::Mode::Unfused,
+                                     0.1f));
   for (DType t : {DType::F32, DType::BF16})
     v.push_back(make_case<Attention>("attention (unfused vs fused)", "B2 H2 T67 D16", dt(t), Size::Small,
                                      "the sum of the fused and unfused bounds (+2^-8 on P, dS in bf16)", false,

@@ -187,12 +187,13 @@ AttnRef attention_ref(const AttnInputs& p, double extra_p, DType out_dt, double 
       for (int64_t d = 0; d < D; ++d) {
         double o = 0.0, mag = 0.0;
         for (int64_t j = 0; j < T; ++j) {
-          const double pij = r.P[static_cast<size_t>((bh * T + i) * T + j)];
+          const size_t e = static_cast<size_t>((bh * T + i) * T + j);
+          const double pij = r.P[e] * p.drop_at(e);  // dropout acts on the normalised P
           o += pij * p.v[p.at(bh, j, d)];
           mag += pij * std::fabs(p.v[p.at(bh, j, d)]);
         }
         r.O[p.at(bh, i, d)] = o;
-        r.tol_o[p.at(bh, i, d)] = (r.eps_p[row] + gemm * (T + 4) * kU32) * mag + half_ulp_of(out_dt, o);
+        r.tol_o[p.at(bh, i, d)] = (r.eps_p[row] + p.drop_u() + gemm * (T + 4) * kU32) * mag + half_ulp_of(out_dt, o);
       }
     }
   }
@@ -223,13 +224,16 @@ AttnGradRef attention_grad_ref(const AttnInputs& p, const AttnRef& f, const std:
           s += p.dout[p.at(bh, i, d)] * p.v[p.at(bh, j, d)];
           mag += std::fabs(p.dout[p.at(bh, i, d)] * p.v[p.at(bh, j, d)]);
         }
-        dP[static_cast<size_t>(j)] = s;
-        dP_err[static_cast<size_t>(j)] = gemm * (D + 2) * kU32 * mag;
-        Di += f.P[static_cast<size_t>((bh * T + i) * T + j)] * s;
+        // With dropout the gradient wrt P is the masked dP (O = drop(P) V).
+        const double m = p.drop_at(static_cast<size_t>((bh * T + i) * T + j));
+        dP[static_cast<size_t>(j)] = m * s;
+        dP_err[static_cast<size_t>(j)] = m * (gemm * (D + 2) * kU32 * mag + p.drop_u() * std::fabs(s));
+        Di += f.P[static_cast<size_t>((bh * T + i) * T + j)] * m * s;
       }
       for (int64_t j = 0; j < T; ++j) {
         const double pij = f.P[static_cast<size_t>((bh * T + i) * T + j)];
         if (pij == 0.0) continue;  // padded key: exactly 0 everywhere
+        const double pdrop = pij * p.drop_at(static_cast<size_t>((bh * T + i) * T + j));
         const double diff = dP[static_cast<size_t>(j)] - Di, ds = pij * diff;
         const double ds_err = f.eps_p[row] * pij * std::fabs(diff) + pij * (dP_err[static_cast<size_t>(j)] + d_err[row]) +
                               (3 * kU32 + extra_ds) * std::fabs(ds);
@@ -237,10 +241,10 @@ AttnGradRef attention_grad_ref(const AttnInputs& p, const AttnRef& f, const std:
           const double qv = p.q[p.at(bh, i, d)], kv = p.k[p.at(bh, j, d)], dov = p.dout[p.at(bh, i, d)];
           g.dq[p.at(bh, i, d)] += p.scale * ds * kv;
           g.dk[p.at(bh, j, d)] += p.scale * ds * qv;
-          g.dv[p.at(bh, j, d)] += pij * dov;
+          g.dv[p.at(bh, j, d)] += pdrop * dov;
           g.tol_dq[p.at(bh, i, d)] += p.scale * ds_err * std::fabs(kv);
           g.tol_dk[p.at(bh, j, d)] += p.scale * ds_err * std::fabs(qv);
-          g.tol_dv[p.at(bh, j, d)] += (f.eps_p[row] + gemm * (T + 4) * kU32) * pij * std::fabs(dov);
+          g.tol_dv[p.at(bh, j, d)] += (f.eps_p[row] + p.drop_u() + gemm * (T + 4) * kU32) * pdrop * std::fabs(dov);
           mag_dq[p.at(bh, i, d)] += p.scale * std::fabs(ds * kv);
           mag_dk[p.at(bh, j, d)] += p.scale * std::fabs(ds * qv);
         }
@@ -284,7 +288,8 @@ std::vector<double> d_err_unfused(const AttnInputs& p, const AttnRef& f, double 
           dp += x, dp_mag += std::fabs(x);
         }
         const double pij = f.P[static_cast<size_t>((bh * p.T + i) * p.T + j)];
-        mag += pij * (std::fabs(dp) * (1 + f.eps_p[row]) + gemm * (p.D + 2) * kU32 * dp_mag);
+        const double m = p.drop_at(static_cast<size_t>((bh * p.T + i) * p.T + j));
+        mag += pij * m * (std::fabs(dp) * (1 + f.eps_p[row] + p.drop_u()) + gemm * (p.D + 2) * kU32 * dp_mag);
       }
       e[row] = (f.eps_p[row] + gemm * (p.T + 2) * kU32) * mag;
     }

@@ -210,7 +210,13 @@ struct AttnInputs {
   double scale = 0, mask = 0;
   std::vector<int32_t> kv;
   std::vector<double> q, k, v, dout;
+  // Dropout on the probabilities: per [B,H,T,T] element 0 or the fp32
+  // 1/(1-p) the kernels multiply by (ops/dropout.h); empty: none.
+  std::vector<double> drop;
   size_t at(int64_t bh, int64_t t, int64_t d) const { return static_cast<size_t>((bh * T + t) * D + d); }
+  double drop_at(size_t e) const { return drop.empty() ? 1.0 : drop[e]; }
+  // One more rounding (the fp32 product by 1/(1-p)) where dropout acts.
+  double drop_u() const { return drop.empty() ? 0.0 : kU32; }
 };
 // The exact P, O, lse and bounds on a computed O / lse (reference.cpp).
 struct AttnRef {

@@ -39,7 +39,11 @@
 // (from the stored O and dO), dV_j = sum_i p_ij dO_i, dP_ij = dO_i . v_j,
 // dS_ij = p_ij * (dP_ij - D_i), dQ_i = scale * sum_j dS_ij k_j,
 // dK_j = scale * sum_i dS_ij q_i. All sums fp32; outputs rounded once to the
-// tensors' dtypes. The tiles and the sum order differ between backends, so the
+// tensors' dtypes.
+// Dropout (core/attention_layout.h AttnDropout): O = drop(P) V with P's row
+// sum undropped (acc / l), drop() the dropout op's rule (ops/dropout.h) on
+// element ((b*H + h)*Tq + i)*Tk + j; backward: dV from drop(P), dP through
+// the mask, dS = P (drop(dP) - D_i) with D_i = rowsum(dO * O) as before. The tiles and the sum order differ between backends, so the
 // results agree to fp32 tolerance, not bit for bit.
 #pragma once
 

@@ -50,6 +50,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 
@@ -58,6 +59,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
 #include "ops/attention.h"
+#include "ops/dropout.h"
 #include "backends/cuda/kernel_util.cuh"
 #include "ops/dtype_io.h"
 
@@ -171,7 +173,20 @@ struct AttnArgs {
   int64_t H, Tq, Tk;
   int D, ld;  // head dim, shared-memory row stride (odd)
   float scale, mask;  // mask: attention_mask_rounded(q's dtype, mask_value)
+  // Dropout on the probabilities (ops/dropout.h; core/attention_layout.h).
+  bool dropping;
+  uint32_t drop_threshold;
+  float drop_scale;
+  uint64_t drop_seed;
 };
+
+// x through the dropout mask of element e of the [B,H,Tq,Tk] probabilities
+// (x itself without dropout).
+__device__ inline float attn_drop(const AttnArgs& a, float x, int64_t e) {
+  if (!a.dropping) return x;
+  return scalar::dropout_apply(x, scalar::dropout_bits(a.drop_seed, static_cast<uint64_t>(e)), a.drop_threshold,
+                               a.drop_scale);
+}
 
 // dst[r * ld + d] = src[elem0 + r * src_row + d] as fp32 for r < valid, 0 for
 // valid <= r < rows (the rest of a partial tile): rows t0.. of one head,
@@ -256,7 +271,8 @@ __global__ void attention_forward_kernel(AttnArgs a, void* out, DType ot, HeadLa
     for (int jj = 0; jj < kColsPerThread; ++jj) {
       const int c = s + kRowThreads * jj;
       const float p = c < nk ? scalar::softmax_exp(sv[jj], mt) : 0.0f;
-      Ps[g * kLdS + c] = p;
+      // The undropped sum normalises; P V takes the dropped probabilities.
+      Ps[g * kLdS + c] = attn_drop(a, p, (bh * a.Tq + i0 + g) * a.Tk + j0 + c);
       rowsum += p;
     }
     l = l * corr + row_sum(rowsum);
@@ -330,18 +346,20 @@ __device__ inline void load_key_tile(const AttnArgs& a, float* Ks, float* Vs, in
 
 // P and dS of tile row g (a query) for the kColsPerThread columns of thread s:
 // p = exp(logit - lse) recomputed, dp = dO . v, ds = p (dp - D_i); zero for
-// queries or keys outside the tiles' valid ranges.
+// queries or keys outside the tiles' valid ranges. With dropout (O = drop(P)
+// V), dp goes through the mask and p_out is drop(p), for dV; `first` is the
+// element index of the row's column 0 in the [B,H,Tq,Tk] probabilities.
 __device__ inline void p_and_ds(const AttnArgs& a, const float* Qs, const float* dOs, const float* Ks,
                                 const float* Vs, const int* kvs, float lse_g, float di_g, int g, int s, int nq, int nk,
-                                float* p_out, float* ds_out) {
+                                int64_t first, float* p_out, float* ds_out) {
 #pragma unroll
   for (int jj = 0; jj < kColsPerThread; ++jj) {
     const int c = s + kRowThreads * jj;
     const bool valid = g < nq && c < nk;
     const float logit = scalar::masked_logit(dot_rows(Qs + g * a.ld, Ks + c * a.ld, a.D), a.scale, kvs[c], a.mask);
-    const float dp = dot_rows(dOs + g * a.ld, Vs + c * a.ld, a.D);
+    const float dp = attn_drop(a, dot_rows(dOs + g * a.ld, Vs + c * a.ld, a.D), first + c);
     const float p = valid ? scalar::softmax_exp(logit, lse_g) : 0.0f;
-    p_out[jj] = p;
+    p_out[jj] = attn_drop(a, p, first + c);
     ds_out[jj] = valid ? scalar::attention_ds(p, dp, di_g) : 0.0f;
   }
 }
@@ -373,7 +391,7 @@ __global__ void attention_dq_kernel(AttnArgs a, AttnGradIn gi, void* dq, DType d
     load_key_tile(a, Ks, Vs, kvs, bh, b, j0, nk);
     __syncthreads();
     float p[kColsPerThread], ds[kColsPerThread];
-    p_and_ds(a, Qs, dOs, Ks, Vs, kvs, lse_s[g], di_s[g], g, s, nq, nk, p, ds);
+    p_and_ds(a, Qs, dOs, Ks, Vs, kvs, lse_s[g], di_s[g], g, s, nq, nk, (bh * a.Tq + i0 + g) * a.Tk + j0, p, ds);
 #pragma unroll
     for (int jj = 0; jj < kColsPerThread; ++jj) dSs[g * kLdS + s + kRowThreads * jj] = ds[jj];
     __syncthreads();
@@ -420,7 +438,7 @@ __global__ void attention_dkdv_kernel(AttnArgs a, AttnGradIn gi, void* dk, DType
     __syncthreads();
     // P and dS of the tile: here g is the query row.
     float p[kColsPerThread], ds[kColsPerThread];
-    p_and_ds(a, Qs, dOs, Ks, Vs, kvs, lse_s[g], di_s[g], g, s, nq, nk, p, ds);
+    p_and_ds(a, Qs, dOs, Ks, Vs, kvs, lse_s[g], di_s[g], g, s, nq, nk, (bh * a.Tq + i0 + g) * a.Tk + j0, p, ds);
 #pragma unroll
     for (int jj = 0; jj < kColsPerThread; ++jj) {
       Ps[g * kLdS + s + kRowThreads * jj] = p[jj];
@@ -528,6 +546,10 @@ AttnArgs attn_args(const AttentionProblem& d) {
   a.ld = smem_ld(d.D);
   a.scale = d.scale;
   a.mask = scalar::attention_mask_rounded(d.q.t.dtype, d.mask_value);  // step 1 of the mask rule, on the host
+  a.dropping = d.dropout.p > 0.0f;
+  a.drop_threshold = scalar::dropout_threshold(d.dropout.p);
+  a.drop_scale = scalar::dropout_scale(d.dropout.p);
+  a.drop_seed = d.dropout.seed;
   return a;
 }
 
@@ -601,11 +623,40 @@ SdpaKey sdpa_key(const AttentionProblem& p, const HeadLayout& out, bool backward
   key.q_at = strides_of(p.q.at), key.k_at = strides_of(p.k.at), key.v_at = strides_of(p.v.at);
   key.o_at = strides_of(out);
   key.scale = p.scale;
+  key.dropout = p.dropout.p;
   key.backward = backward;
   return key;
 }
 
+// With dropout, a forward and its backward must draw the same mask, so they
+// must run the same implementation: cuDNN (its Philox stream) for both, or
+// the hand-written kernels (ops/dropout.h's hash) for both. The forward's
+// plan, or null where it runs the kernel: cuDNN runs a dropout forward only
+// when it also accepts the backward's graph.
+SdpaPlan* forward_plan(CudnnSdpa& sdpa, const AttentionProblem& p, const AttnOperand& out) {
+  SdpaPlan* plan = cudnn_plan(sdpa, sdpa_key(p, out.at, false), {&out, &p.q, &p.k, &p.v});
+  if (plan && p.dropout.p > 0.0f && !sdpa.prepare(sdpa_key(p, out.at, true))) return nullptr;
+  return plan;
+}
+
 }  // namespace
+
+// Dropout's Philox seed and offset for cuDNN, written on the device's stream
+// (kernel arguments, so no host copy to wait for).
+__global__ void attention_seed_kernel(int64_t* seed_offset, int64_t seed) {
+  seed_offset[0] = seed;
+  seed_offset[1] = 0;
+}
+
+static const int64_t* upload_dropout_seed(CudaDevice& dev, const AttentionProblem& p) {
+  if (p.dropout.p <= 0.0f) return nullptr;
+  auto* so = static_cast<int64_t*>(dev.scratch(kScratchAttnSeed, 2 * sizeof(int64_t)));
+  int64_t seed = 0;
+  std::memcpy(&seed, &p.dropout.seed, sizeof seed);  // the same 64 bits, as cuDNN's int64
+  attention_seed_kernel<<<1, 1, 0, dev.stream()>>>(so, seed);
+  MPB_CHECK_LAUNCH("attention_seed_kernel");
+  return so;
+}
 
 // The [B,1,1,Tk] bias in q's dtype from key_valid, into its scratch slot.
 static void* build_attention_bias(CudaDevice& dev, const AttentionProblem& p) {
@@ -624,12 +675,13 @@ void CudaDevice::attention_forward_impl(const AttentionProblem& p, const AttnOpe
   const char* op = "attention_forward";
 #ifdef MPB_HAVE_CUDNN_FRONTEND
   {
-    if (SdpaPlan* plan = cudnn_plan(*sdpa_, sdpa_key(p, out.at, false), {&out, &p.q, &p.k, &p.v})) {
+    if (SdpaPlan* plan = forward_plan(*sdpa_, p, out)) {
       SdpaForwardArgs a;
       a.out = first_element_mut(out);
       a.lse = static_cast<float*>(lse.data);
       a.q = first_element(p.q), a.k = first_element(p.k), a.v = first_element(p.v);
       a.bias = build_attention_bias(*this, p);
+      a.seed_offset = upload_dropout_seed(*this, p);
       sdpa_->forward(*plan, a, cudnn_workspace(*this, *plan));
       note_attention_impl("cudnn_sdpa");
       return;
@@ -659,6 +711,12 @@ void CudaDevice::attention_backward_impl(const AttentionProblem& p, const AttnOp
     SdpaPlan* plan = same_strides ? cudnn_plan(*sdpa_, sdpa_key(p, out.at, true),
                                                {&dq, &dk, &dv, &dout, &out, &p.q, &p.k, &p.v})
                                   : nullptr;
+    // With dropout the forward chose the implementation (forward_plan): a
+    // backward that cannot follow it would apply another mask.
+    if (p.dropout.p > 0.0f && (forward_plan(*sdpa_, p, out) != nullptr) != (plan != nullptr))
+      throw DeviceError(std::string(op) + ": with dropout, the forward of this call ran " +
+                        (plan ? "the hand-written kernel" : "cuDNN SDPA") + " but the backward's gradients (dtype, " +
+                        "strides or alignment) take the other, whose dropout mask differs");
     if (plan) {
       SdpaBackwardArgs a;
       a.dq = first_element_mut(dq), a.dk = first_element_mut(dk), a.dv = first_element_mut(dv);
@@ -666,6 +724,7 @@ void CudaDevice::attention_backward_impl(const AttentionProblem& p, const AttnOp
       a.q = first_element(p.q), a.k = first_element(p.k), a.v = first_element(p.v);
       a.lse = static_cast<const float*>(lse.data);
       a.bias = build_attention_bias(*this, p);
+      a.seed_offset = upload_dropout_seed(*this, p);
       sdpa_->backward(*plan, a, cudnn_workspace(*this, *plan));
       note_attention_impl("cudnn_sdpa");
       return;

@@ -28,7 +28,7 @@ namespace fe = cudnn_frontend;
 namespace {
 
 // Tensor uids of the variant packs.
-enum : int64_t { kQ = 1, kK, kV, kBias, kO, kStats, kDO, kDQ, kDK, kDV };
+enum : int64_t { kQ = 1, kK, kV, kBias, kO, kStats, kDO, kDQ, kDK, kDV, kSeed, kOffset };
 
 const char* code_name(fe::error_code_t c) {
   switch (c) {
@@ -77,12 +77,14 @@ fe::graph::Tensor_attributes bhtd(const char* name, int64_t uid, int64_t b, int6
 
 // Everything a graph depends on, as plan-key words (backends/cuda/plan_key.h);
 // the scale by its bits: the graph bakes in exactly this float.
-PlanKeyWords<20> words(const SdpaKey& k) {
-  uint32_t scale_bits = 0;
+PlanKeyWords<21> words(const SdpaKey& k) {
+  uint32_t scale_bits = 0, dropout_bits = 0;
   std::memcpy(&scale_bits, &k.scale, sizeof scale_bits);
+  std::memcpy(&dropout_bits, &k.dropout, sizeof dropout_bits);
   return {static_cast<int64_t>(k.dtype), k.B, k.H, k.Tq, k.Tk, k.D, static_cast<int64_t>(scale_bits),
           static_cast<int64_t>(k.backward), k.q_at.batch, k.q_at.head, k.q_at.row, k.k_at.batch, k.k_at.head, k.k_at.row,
-          k.v_at.batch, k.v_at.head, k.v_at.row, k.o_at.batch, k.o_at.head, k.o_at.row};
+          k.v_at.batch, k.v_at.head, k.v_at.row, k.o_at.batch, k.o_at.head, k.o_at.row,
+          static_cast<int64_t>(dropout_bits)};
 }
 
 struct KeyHash {
@@ -106,7 +108,8 @@ bool SdpaKey::operator==(const SdpaKey& o) const { return words(*this) == words(
 std::string SdpaKey::describe() const {
   return std::string(backward ? "backward " : "forward ") + dtype_name(dtype) + " B" + std::to_string(B) + " H" +
          std::to_string(H) + " Tq" + std::to_string(Tq) + " Tk" + std::to_string(Tk) + " D" + std::to_string(D) +
-         " scale " + std::to_string(scale) + (q_at == heads_layout(H, Tq, D) ? "" : " packed");
+         " scale " + std::to_string(scale) + (q_at == heads_layout(H, Tq, D) ? "" : " packed") +
+         (dropout > 0.0f ? " dropout " + std::to_string(dropout) : "");
 }
 
 struct CudnnSdpa::Impl {
@@ -140,12 +143,26 @@ struct CudnnSdpa::Impl {
                               .set_uid(kBias)
                               .set_dim({k.B, 1, 1, k.Tk})
                               .set_stride({k.Tk, k.Tk, k.Tk, 1}));
+    // Dropout's Philox seed and offset: int64 scalars in device memory.
+    std::shared_ptr<fe::graph::Tensor_attributes> seed, offset;
+    if (k.dropout > 0.0f) {
+      auto scalar = [&](const char* name, int64_t uid) {
+        return g->tensor(fe::graph::Tensor_attributes()
+                             .set_name(name)
+                             .set_uid(uid)
+                             .set_dim({1, 1, 1, 1})
+                             .set_stride({1, 1, 1, 1})
+                             .set_data_type(fe::DataType_t::INT64));
+      };
+      seed = scalar("Seed", kSeed), offset = scalar("Offset", kOffset);
+    }
     if (!k.backward) {
       auto opts = fe::graph::SDPA_attributes()
                       .set_name("sdpa_forward")
                       .set_generate_stats(true)  // Stats = lse, what the backward needs
                       .set_attn_scale(k.scale)
                       .set_bias(bias);
+      if (seed) opts.set_dropout(k.dropout, seed, offset);
       auto [O, Stats] = g->sdpa(Q, K, V, opts);
       O->set_output(true).set_uid(kO).set_dim({k.B, k.H, k.Tq, k.D}).set_stride(strides(k.o_at));
       Stats->set_output(true)
@@ -169,6 +186,7 @@ struct CudnnSdpa::Impl {
                       .set_attn_scale(k.scale)
                       .set_bias(bias)
                       .set_deterministic_algorithm(true);
+      if (seed) opts.set_dropout(k.dropout, seed, offset);
       auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, Stats, opts);
       dQ->set_output(true).set_uid(kDQ).set_dim({k.B, k.H, k.Tq, k.D}).set_stride(strides(k.q_at));
       dK->set_output(true).set_uid(kDK).set_dim({k.B, k.H, k.Tk, k.D}).set_stride(strides(k.k_at));
@@ -222,6 +240,7 @@ struct CudnnSdpa::Impl {
     static const std::vector<int64_t> forward_uids{kQ, kK, kV, kBias, kO, kStats};
     static const std::vector<int64_t> backward_uids{kQ, kK, kV, kBias, kO, kDO, kStats, kDQ, kDK, kDV};
     for (int64_t uid : key.backward ? backward_uids : forward_uids) e.pack.emplace(uid, nullptr);
+    if (key.dropout > 0.0f) e.pack.emplace(kSeed, nullptr), e.pack.emplace(kOffset, nullptr);
     return graphs.emplace(key, std::move(e)).first->second;
   }
 
@@ -238,6 +257,13 @@ struct CudnnSdpa::Impl {
 namespace {
 // Sets a uid's pointer in a plan's pack (present since the plan was built).
 void bind_ptr(SdpaPlan& p, int64_t uid, const void* ptr) { p.pack.at(uid) = const_cast<void*>(ptr); }
+// A dropout plan's seed and offset (consecutive int64s); none without dropout.
+void bind_seed(SdpaPlan& p, const int64_t* seed_offset) {
+  if (p.key.dropout <= 0.0f) return;
+  if (!seed_offset) throw std::logic_error("cuDNN SDPA: " + p.key.describe() + " needs a dropout seed, got none");
+  bind_ptr(p, kSeed, seed_offset);
+  bind_ptr(p, kOffset, seed_offset + 1);
+}
 }  // namespace
 
 CudnnSdpa::CudnnSdpa(CudaDevice& dev) : impl_(std::make_unique<Impl>(dev)) {
@@ -263,6 +289,7 @@ void CudnnSdpa::forward(SdpaPlan& p, const SdpaForwardArgs& a, void* workspace) 
   for (const auto& [uid, ptr] : {std::pair<int64_t, const void*>{kQ, a.q}, {kK, a.k}, {kV, a.v}, {kBias, a.bias},
                                  {kO, a.out}, {kStats, a.lse}})
     bind_ptr(p, uid, ptr);
+  bind_seed(p, a.seed_offset);
   impl_->execute(p, workspace);
 }
 
@@ -271,6 +298,7 @@ void CudnnSdpa::backward(SdpaPlan& p, const SdpaBackwardArgs& a, void* workspace
   for (const auto& [uid, ptr] : {std::pair<int64_t, const void*>{kQ, a.q}, {kK, a.k}, {kV, a.v}, {kBias, a.bias},
                                  {kO, a.out}, {kDO, a.dout}, {kStats, a.lse}, {kDQ, a.dq}, {kDK, a.dk}, {kDV, a.dv}})
     bind_ptr(p, uid, ptr);
+  bind_seed(p, a.seed_offset);
   impl_->execute(p, workspace);
 }
 

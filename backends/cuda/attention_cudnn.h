@@ -32,12 +32,16 @@ class CudaDevice;
 // and O [B,H,Tq,D] with the strides of their layouts (core/attention_layout.h;
 // the offsets are in the pointers): contiguous heads or the packed QKV and
 // merged buffers. dQ, dK, dV have Q's, K's and V's strides, dO has O's. The
-// bias [B,1,1,Tk] in the same dtype; Stats fp32 [B,H,Tq,1].
+// bias [B,1,1,Tk] in the same dtype; Stats fp32 [B,H,Tq,1]. dropout > 0:
+// cuDNN's own dropout on the probabilities, its Philox stream from an int64
+// seed and offset (device memory), the same mask in the forward and the
+// backward of one seed; not the CPU's mask (ops/dropout.h).
 struct SdpaKey {
   DType dtype = DType::F16;  // F16 or BF16
   int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0;
   HeadLayout q_at, k_at, v_at, o_at;  // strides only (offsets 0)
   float scale = 1.0f;
+  float dropout = 0.0f;
   bool backward = false;
   bool operator==(const SdpaKey& o) const;
   std::string describe() const;  // "forward bf16 B32 H12 Tq128 Tk128 D64 scale 0.125000 packed"
@@ -47,12 +51,14 @@ struct SdpaForwardArgs {
   void* out = nullptr;
   float* lse = nullptr;  // cuDNN's Stats: natural-log log-sum-exp of the logits, fp32 [B,H,Tq]
   const void *q = nullptr, *k = nullptr, *v = nullptr, *bias = nullptr;
+  const int64_t* seed_offset = nullptr;  // with dropout: {seed, offset} in device memory
 };
 
 struct SdpaBackwardArgs {
   void *dq = nullptr, *dk = nullptr, *dv = nullptr;
   const void *dout = nullptr, *out = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *bias = nullptr;
   const float* lse = nullptr;
+  const int64_t* seed_offset = nullptr;  // with dropout: the forward's {seed, offset}
 };
 
 // A key's cached graph (or cuDNN's refusal of it), with its workspace size

@@ -43,6 +43,7 @@ enum ScratchSlot : int {
   kScratchFp8B,
   kScratchFp8Descale,   // ... and their 1 / scale, the factors cuBLASLt applies
   kScratchAttnBias,     // cuDNN SDPA's additive padding bias [B,1,1,Tk] in q's dtype
+  kScratchAttnSeed,     // cuDNN SDPA's dropout seed and offset (int64, Philox)
   kScratchCudnnWorkspace,  // cuDNN SDPA graphs' workspace (the largest a call has needed)
   kScratchDecision,     // decide_step's StepDecisionSlot, read by the decided optimizer kernels
   kScratchCount

@@ -502,6 +502,11 @@ Cases attention_cases(Arena& A) {
       {"backward dk", bwd(dq, q, dv, dout), "attention_backward: dk must have k's shape"},
       {"backward dv", bwd(dq, dk, q, dout), "attention_backward: dv must have k's shape"},
       {"backward dq int", bwd(idq, dk, dv, dout), "attention_backward: dq must be a float tensor"},
+      {"dropout negative", [=](Device& d) { d.attention_forward(out, lse, q, k, v, kv, 0.5f, -1e4f, {-0.1f, 1}); },
+       "attention_forward: dropout p must be in [0, 1)"},
+      {"backward dropout 1",
+       [=](Device& d) { d.attention_backward(dq, dk, dv, dout, out, lse, q, k, v, kv, 0.5f, -1e4f, {1.0f, 1}); },
+       "attention_backward: dropout p must be in [0, 1)"},
   };
 }
 
@@ -535,6 +540,11 @@ Cases packed_attention_cases(Arena& A) {
       {"packed dqkv over qkv", bwd(qkv, dout), std::string(b) + "dqkv must not share qkv's memory"},
       {"packed dqkv over dout", bwd(alias(dout, DType::F32, {10, 36}), dout),
        std::string(b) + "dqkv must not share dout's memory"},
+      {"packed dropout 1", [=](Device& d) { d.attention_forward_packed(out, lse, qkv, kv, 0.5f, -1e4f, {1.0f, 3}); },
+       std::string(f) + "dropout p must be in [0, 1), got 1"},
+      {"packed dropout NaN",
+       [=](Device& d) { d.attention_backward_packed(dqkv, dout, out, lse, qkv, kv, 0.5f, -1e4f, {NAN, 3}); },
+       std::string(b) + "dropout p must be in [0, 1)"},
   };
 }
 

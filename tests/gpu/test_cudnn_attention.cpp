@@ -4,7 +4,8 @@
 // (dq, dk, dv from the same out/lse/dout on both devices), padded keys'
 // exact zeros, the fp16 mask hazard (NaN everywhere, as the CPU), graph
 // caching (no plan creation on a repeated shape), deterministic backward,
-// the packed layout BERT's fused path runs, and which implementation ran (DeviceCounters::attention_impls). Each test
+// the packed layout BERT's fused path runs, dropout (cuDNN's own mask, checked
+// by statistics), and which implementation ran (DeviceCounters::attention_impls). Each test
 // skips where no usable CUDA device exists; the build-level tests run
 // everywhere. Without cudnn_frontend (MPB_HAVE_CUDNN_FRONTEND unset) the
 // same comparisons run the hand-written kernel, and the implementation
@@ -364,6 +365,81 @@ TEST_F(CudnnAttention, PackedLayoutRunsOnCudnnAtBertBase) {
     EXPECT_TRUE(identical(fetch(*gpu_, out), o1, &where)) << "packed forward not reproducible: " << where;
     EXPECT_TRUE(identical(fetch(*gpu_, dqkv), g1, &where)) << "packed dqkv not reproducible: " << where;
   }
+}
+
+// Dropout on the probabilities through cuDNN, which draws its own Philox
+// mask from the seed (not the CPU's hash mask, so no element-wise comparison
+// with the CPU exists): one seed gives the same bits twice, another seed
+// other outputs; lse is the no-dropout lse (dropout acts after it); and
+// because out and every gradient are linear in the mask, each is an unbiased
+// estimate of its no-dropout value: over 64 seeds the mean lies within a few
+// standard errors (from the seeds' own spread) plus the rounding bound of
+// one no-dropout call (4u of the magnitudes: cuDNN's P and dS roundings and
+// the outputs'), element by element and as a whole (the slope of the means
+// against the no-dropout values is 1: a missing 1/(1-p) makes it 0.9).
+TEST_F(CudnnAttention, DropoutIsReproducibleUnbiasedAndLeavesLseAlone) {
+  const Dims d = kDims[0];
+  const DType t = DType::BF16;
+  const double u = 0x1p-8;
+  const int64_t N = d.B * d.Tq, C = d.H * d.D;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.D)));
+  const float mask = attention_mask_value(t);
+  DeviceBuffer qkv = put(*gpu_, gen_.uniform(t, Shape{N, 3 * C}, -1.0f, 1.0f));
+  DeviceBuffer dout = put(*gpu_, gen_.uniform(t, Shape{N, C}, -1.0f, 1.0f));
+  DeviceBuffer kv = put(*gpu_, ints(key_valid(d.B, d.Tk), Shape{d.B, d.Tk}));
+  DeviceBuffer out = gpu_->alloc(Shape{N, C}, t, MemCategory::Activations);
+  DeviceBuffer lse = gpu_->alloc(Shape{d.B, d.H, d.Tq}, DType::F32, MemCategory::Activations);
+  DeviceBuffer dqkv = gpu_->alloc(Shape{N, 3 * C}, t, MemCategory::Activations);
+  auto run = [&](AttnDropout drop, Host* o, Host* l, Host* g) {
+    gpu_->attention_forward_packed(out, lse, qkv, kv, scale, mask, drop);
+    gpu_->attention_backward_packed(dqkv, dout, out, lse, qkv, kv, scale, mask, drop);
+    *o = fetch(*gpu_, out), *l = fetch(*gpu_, lse), *g = fetch(*gpu_, dqkv);
+  };
+  Host o0, l0, g0, o1, l1, g1, o1b, l1b, g1b, o2, l2, g2;
+  run(AttnDropout{}, &o0, &l0, &g0);
+  const int64_t half = impl_calls(kHalfImpl);
+  run(AttnDropout{0.1f, 1}, &o1, &l1, &g1);
+  EXPECT_EQ(impl_calls(kHalfImpl), half + 2) << "the dropout calls did not run on " << kHalfImpl;
+  run(AttnDropout{0.1f, 1}, &o1b, &l1b, &g1b);
+  run(AttnDropout{0.1f, 2}, &o2, &l2, &g2);
+  std::string where;
+  EXPECT_TRUE(identical(o1, o1b, &where)) << "one seed, two outputs: " << where;
+  EXPECT_TRUE(identical(g1, g1b, &where)) << "one seed, two gradients: " << where;
+  EXPECT_FALSE(identical(o1, o2)) << "two seeds, one output: no dropout ran";
+  EXPECT_FALSE(identical(o1, o0)) << "dropout changed nothing";
+  expect_near("lse with dropout", l1, l0, [&](size_t i) { return 0x1p-14 * (std::fabs(l0.value(static_cast<int64_t>(i))) + 1.0); });
+
+  constexpr int kSeeds = 64;
+  std::vector<double> so(static_cast<size_t>(o0.numel()), 0.0), so2(so.size(), 0.0);
+  std::vector<double> sg(static_cast<size_t>(g0.numel()), 0.0), sg2(sg.size(), 0.0);
+  for (int seed = 0; seed < kSeeds; ++seed) {
+    Host o, l, g;
+    run(AttnDropout{0.1f, 1000 + static_cast<uint64_t>(seed)}, &o, &l, &g);
+    for (size_t i = 0; i < so.size(); ++i) so[i] += o.value(static_cast<int64_t>(i)), so2[i] += o.value(static_cast<int64_t>(i)) * o.value(static_cast<int64_t>(i));
+    for (size_t i = 0; i < sg.size(); ++i) sg[i] += g.value(static_cast<int64_t>(i)), sg2[i] += g.value(static_cast<int64_t>(i)) * g.value(static_cast<int64_t>(i));
+  }
+  // Per element within 7 standard errors (6 for the slope): with 64 seeds and
+  // ~5e5 elements a false alarm is below 1%. The slope of the means against
+  // the no-dropout values (least squares through 0) must be 1: a wrong scale
+  // is a systematic bias, which no element alone may show.
+  auto unbiased = [&](const char* what, const Host& ref, const std::vector<double>& sum, const std::vector<double>& sum2) {
+    int64_t bad = 0;
+    double mr = 0.0, rr = 0.0, slope_var = 0.0, round = 0.0;
+    for (size_t i = 0; i < sum.size(); ++i) {
+      const double mean = sum[i] / kSeeds, var = std::max(0.0, sum2[i] / kSeeds - mean * mean);
+      const double r = ref.value(static_cast<int64_t>(i)), se2 = var / (kSeeds - 1);
+      const double tol = 7 * std::sqrt(se2) + 4 * u * (std::fabs(r) + std::fabs(mean)) + 0x1p-20;
+      if (!(std::fabs(mean - r) <= tol) && ++bad <= 5)
+        ADD_FAILURE() << what << "[" << i << "]: mean over seeds " << mean << ", without dropout " << r << ", tolerance " << tol;
+      mr += mean * r, rr += r * r, slope_var += r * r * se2, round += 4 * u * r * r;
+    }
+    EXPECT_EQ(bad, 0) << what << ": elements whose mean over seeds is not the no-dropout value";
+    ASSERT_GT(rr, 0.0);
+    const double slope = mr / rr, slope_tol = 6 * std::sqrt(slope_var) / rr + round / rr;
+    EXPECT_NEAR(slope, 1.0, slope_tol) << what << ": the means over seeds scale the no-dropout values by " << slope;
+  };
+  unbiased("out", o0, so, so2);
+  unbiased("dqkv", g0, sg, sg2);
 }
 
 // The fp16 hazard of the mask rule (ops/attention.h): mask_value -1e9 rounds

@@ -24,6 +24,7 @@
 #include <omp.h>
 
 #include "ops/attention.h"
+#include "ops/dropout.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/dispatch.h"
 
@@ -244,6 +245,21 @@ void store_head_rows(const AttnOperand& x, int64_t H, int64_t bh, int64_t t0, co
   store_rows(x.t, x.at.at(bh / H, bh % H, t0), x.at.row, src, lds, rows, D, factor);
 }
 
+// Fused attention's dropout (core/attention_layout.h): x[c] for c < n, the
+// probabilities (or their gradients) of elements first.. of the [B,H,Tq,Tk]
+// probabilities, through the dropout op's mask (ops/dropout.h), in place.
+struct AttnDropMask {
+  uint64_t seed;
+  uint32_t threshold;
+  float scale;
+  explicit AttnDropMask(const AttnDropout& d)
+      : seed(d.seed), threshold(scalar::dropout_threshold(d.p)), scale(scalar::dropout_scale(d.p)) {}
+  void apply(float* x, int64_t n, int64_t first) const {
+    for (int64_t c = 0; c < n; ++c)
+      x[c] = scalar::dropout_apply(x[c], scalar::dropout_bits(seed, static_cast<uint64_t>(first + c)), threshold, scale);
+  }
+};
+
 // Row i of a tile in place: the masked, scaled logits of s (nc entries).
 inline void mask_row(float* s, int64_t nc, const int32_t* kv, float scale, float mask) {
 #pragma omp simd
@@ -328,6 +344,8 @@ void Kernels::attention_forward_impl(const AttentionProblem& d, const AttnOperan
   const int32_t* kv = static_cast<const int32_t*>(d.key_valid.data);
   const float mask = scalar::attention_mask_rounded(d.q.t.dtype, d.mask_value);
   const float scale = d.scale;
+  const bool dropping = d.dropout.p > 0.0f;
+  const AttnDropMask drop(d.dropout);
   constexpr int64_t Br = scalar::kAttnTileQ, Bc = scalar::kAttnTileK;
   static_assert(Br % 4 == 0 && Bc % kLanes == 0, "tiles must fit the micro-kernel's blocking");
   const int64_t D = d.D, Tq = d.Tq, Tk = d.Tk, Dp = pad16(D), Tkp = pad16(Tk);
@@ -376,6 +394,9 @@ void Kernels::attention_forward_impl(const AttentionProblem& d, const AttnOperan
           }
           l[r] = l[r] * corr + rowsum;
           m[r] = mt;
+          // The row sum is the undropped one: dropout acts on the normalised
+          // probabilities, which acc / l then gives.
+          if (dropping) drop.apply(srow, nc, (bh * Tq + i0 + r) * Tk + j0);
           if (corr != 1.0f) {
             float* ar = acc.data() + r * Dp;
 #pragma omp simd
@@ -404,6 +425,8 @@ void Kernels::attention_backward_impl(const AttentionProblem& d, const AttnOpera
   const int32_t* kv = static_cast<const int32_t*>(d.key_valid.data);
   const float mask = scalar::attention_mask_rounded(d.q.t.dtype, d.mask_value);
   const float scale = d.scale;
+  const bool dropping = d.dropout.p > 0.0f;
+  const AttnDropMask drop(d.dropout);
   constexpr int64_t Br = scalar::kAttnTileQ, Bc = scalar::kAttnTileK;
   const int64_t D = d.D, Tq = d.Tq, Tk = d.Tk, Dp = pad16(D), Tkp = pad16(Tk);
   // Rows padded to a multiple of 4 (the micro-kernel's row block).
@@ -452,12 +475,18 @@ void Kernels::attention_backward_impl(const AttentionProblem& d, const AttnOpera
             float* prow = P.data() + r * Bc;
             float* dsrow = dS.data() + r * Bc;
             const float li = lse_bh[i0 + r], dii = di[static_cast<size_t>(i0 + r)];
+            const int64_t first = (bh * Tq + i0 + r) * Tk + j0;
             mask_row(prow, nc, kvb + j0, scale, mask);
+            // With dropout O = drop(P) V: dP through the mask (the gradient
+            // wrt P), and dV from drop(P); D_i = rowsum(dO * O) is still
+            // sum_j P_ij dP_ij.
+            if (dropping) drop.apply(dsrow, nc, first);
 #pragma omp simd
             for (int64_t c = 0; c < nc; ++c) {
               prow[c] = scalar::softmax_exp(prow[c], li);
               dsrow[c] = scalar::attention_ds(prow[c], dsrow[c], dii);
             }
+            if (dropping) drop.apply(prow, nc, first);
           }
           // dV_tile += P^T dO_tile, dK_tile += dS^T Q_tile (sums over the
           // query tile's rows in order), dQ_tile += dS K_tile (over its keys).
