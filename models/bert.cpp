@@ -169,7 +169,7 @@ class Bert final : public StoredParamsModel {
         L_(cfg.layers), C_(cfg.hidden), H_(cfg.heads), D_(C_ / H_), F_(cfg.ffn_dim()), V_(cfg.model_vocab()),
         T_(cfg.seq_len),
         seg_(bert_checkpoint_segment(cfg)), pre_ln_(cfg.pre_ln), ckpt_(seg_ < L_),
-        attn_fused_(cfg.fused),
+        attn_fused_(cfg.fused && cfg.fused_attention),
         eps_(layernorm_eps(policy.compute, cfg.ln_eps)), mask_value_(attention_mask_value(policy.compute)),
         scale_(1.0f / std::sqrt(float(D_))), sparse_(cfg.mlm_head == MlmHead::Sparse), P_(store_, cfg),
         acts_(dev, cfg, policy, micro, seg_, attn_fused_),
@@ -193,6 +193,7 @@ class Bert final : public StoredParamsModel {
       s += std::string(" checkpoint ") + checkpoint_policy_name(cfg_.checkpointing) + " (" + std::to_string(seg_) +
            " layers/segment)";
     if (V_ != cfg_.vocab) s += " (pad_vocab: " + std::to_string(cfg_.vocab) + " words)";
+    if (cfg_.fused && !attn_fused_) s += " unfused attention (tensor-core GEMMs + masked softmax)";
     if (sparse_) s += " sparse MLM head (" + std::to_string(bert_mlm_rows(cfg_, B_)) + " rows)";
     return s;
   }

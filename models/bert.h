@@ -57,6 +57,11 @@ struct BertConfig {
   float dropout = 0.0f;  // hidden and attention-probability dropout (0: the ops are skipped)
   float ln_eps = 1e-12f;  // requested; the model uses layernorm_eps(compute dtype, ln_eps)
   bool fused = false;     // GEMM bias/GELU epilogues, fused attention, residual+LayerNorm, fused loss
+  // With fused: attention through the fused op (true) or the unfused path,
+  // batched GEMMs and the masked softmax (false). bert_config makes it false
+  // on a CUDA device for fp32/TF32 compute: cuDNN's SDPA has no fp32 graph,
+  // and tensor-core GEMMs beat the hand-written CUDA-core kernel there.
+  bool fused_attention = true;
   CheckpointPolicy checkpointing = CheckpointPolicy::Off;
   int checkpoint_k = 2;    // layers per segment for every_k
   bool pad_vocab = false;  // round the vocabulary up to a multiple of 8 (extra rows are never input ids)

@@ -228,7 +228,7 @@ MemoryEstimate estimate_bert_memory(const BertConfig& cfg, const PrecisionPolicy
   // BertActivations.
   const int seg = bert_checkpoint_segment(cfg);
   const bool ckpt = seg < cfg.layers;
-  const bool attn_fused = cfg.fused;
+  const bool attn_fused = cfg.fused && cfg.fused_attention;
   const double c = dtype_bytes(pol.compute), f32 = 4;
   const double nc = N * C * c, nf = N * F * c, heads = B * T * C * c /* [B,H,T,D] */, scores = B * H * T * T * c,
                rows = N * f32;

@@ -61,8 +61,8 @@ void print_step_counters(const std::vector<nlohmann::json>& cells) {
       fb += (fb.empty() ? "" : ", ") + name + " " + std::to_string(n.get<int64_t>());
     if (!fb.empty()) std::printf("note: %s: fused GEMM epilogues the library refused, run unfused: %s\n", id.c_str(), fb.c_str());
     // The CUDA backend's hand-written attention kernel (fp32 math on CUDA
-    // cores) instead of cuDNN SDPA: fp32/TF32 cells, shapes cuDNN refuses,
-    // builds without cudnn_frontend (docs/GPU.md).
+    // cores) instead of cuDNN SDPA: shapes cuDNN refuses, builds without
+    // cudnn_frontend (docs/GPU.md; fp32/TF32 BERT cells run unfused attention).
     const nlohmann::json attention = s.value("attention_impl_calls", nlohmann::json::object());
     if (attention.value("cuda_kernel", int64_t{0}) > 0)
       std::printf("note: %s: fused attention ran the hand-written CUDA kernel for %lld call(s), not cuDNN SDPA "

@@ -59,6 +59,8 @@ BertConfig bert_config(const CellConfig& cfg, bool cuda) {
   c.mask_prob = mlm_options(cfg).mask_prob;  // the data's masking: the sparse head's capacity
   c.ln_eps = float(cfg.model.ln_eps);
   c.fused = cfg.fused;
+  const DType compute = cfg.policy.compute;
+  c.fused_attention = !cuda || compute == DType::F16 || compute == DType::BF16;
   c.checkpointing = cfg.checkpointing;
   c.checkpoint_k = cfg.checkpoint_k;
   return c;

@@ -34,7 +34,10 @@ MlpConfig mlp_config(const CellConfig& cfg);
 // model.pad_vocab auto pads the vocabulary on a CUDA device (`cuda`): the
 // decoder's bf16/fp16 rows are then 16-byte aligned (30522 -> 30528), which
 // cuBLASLt's fastest kernels (Hopper's TMA among them) need; on the CPU the
-// padded columns would be work for nothing.
+// padded columns would be work for nothing. On a CUDA device fused attention
+// runs only for fp16/bf16 compute (cuDNN SDPA's dtypes); fp32/TF32 cells run
+// the unfused tensor-core path with fusion on too (BertConfig::fused_attention),
+// which their model description says.
 BertConfig bert_config(const CellConfig& cfg, bool cuda = false);
 // The vocabulary the data source produces (BERT's embedding rows).
 int token_vocab(const CellConfig& cfg);

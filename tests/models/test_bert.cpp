@@ -189,6 +189,8 @@ struct ModelRun {
   std::vector<float> params, grads;
   std::vector<ParamInfo> info;
   size_t peak_activations = 0;
+  int64_t fused_attention_calls = 0;  // every implementation's (DeviceCounters::attention_impls)
+  std::string description;            // Model::describe()
 };
 
 int label_count(const Problem& p) {
@@ -247,6 +249,8 @@ ModelRun run_model(const Problem& p, const std::string& precision = "fp32", bool
   dev->cast(staging, model->grads());
   dev->download(r.grads.data(), staging);
   r.peak_activations = dev->memory().snapshot().peak[static_cast<size_t>(MemCategory::Activations)];
+  for (const auto& [impl, calls] : dev->counters().attention_impls) r.fused_attention_calls += calls;
+  r.description = model->describe();
   return r;
 }
 
@@ -339,6 +343,31 @@ TEST(BertGradients, FusedEqualsUnfusedWithinFp32RoundingAtTheBertInit) {
     for (size_t i = 0; i < a.grads.size(); ++i)
       ASSERT_NEAR(a.grads[i], b.grads[i], 1e-5 * std::abs(a.grads[i]) + 1e-5 * gmax) << "pre_ln " << pre_ln << " " << i;
   }
+}
+
+// fused_attention false (what bert_config gives fp32/TF32 cells on a CUDA
+// device) keeps the other fusions and runs attention unfused: no fused
+// attention call, the fused model's gradients to rounding, the unfused
+// path's activation buffers as the estimate counts them, and the model's
+// description says so.
+TEST(BertGradients, FusionWithUnfusedAttention) {
+  const Problem f = tiny_problem(false, true);
+  Problem u = f;
+  u.cfg.fused_attention = false;
+  const ModelRun a = run_model(f), b = run_model(u);
+  EXPECT_GT(a.fused_attention_calls, 0);
+  EXPECT_EQ(b.fused_attention_calls, 0);
+  EXPECT_EQ(a.description.find("unfused attention"), std::string::npos) << a.description;
+  EXPECT_NE(b.description.find("unfused attention"), std::string::npos) << b.description;
+  EXPECT_NEAR(a.loss, b.loss, 1e-6 * a.loss);
+  double gmax = 0.0;
+  for (float v : a.grads) gmax = std::max(gmax, double(std::abs(v)));
+  for (size_t i = 0; i < a.grads.size(); ++i)
+    ASSERT_NEAR(b.grads[i], a.grads[i], 1e-5 * std::abs(a.grads[i]) + 1e-5 * gmax) << i;
+  const PrecisionPolicy fp32 = resolve_policy("fp32");
+  const double est_f = estimate_bert_memory(f.cfg, fp32, double(f.batch))[MemCategory::Activations];
+  const double est_u = estimate_bert_memory(u.cfg, fp32, double(u.batch))[MemCategory::Activations];
+  EXPECT_EQ(double(b.peak_activations) - double(a.peak_activations), est_u - est_f);
 }
 
 TEST(BertGradients, HalfPrecisionPoliciesStayCloseToFp32) {

@@ -84,6 +84,23 @@ TEST(BertPadVocab, PaddedWordsAreMaskedOutOfTheLossAndGetNoGradient) {
   }
 }
 
+// On a CUDA device fused attention runs for fp16/bf16 compute (cuDNN SDPA);
+// fp32/TF32 cells run the unfused tensor-core path with fusion on. The CPU
+// always fuses.
+TEST(BertPadVocab, CudaFusesAttentionOnlyForHalfCompute) {
+  CellConfig cfg;
+  cfg.model.kind = ModelKind::Bert;
+  cfg.data.kind = DataKind::Markov;
+  cfg.fused = true;
+  for (const char* p : {"fp32", "tf32", "amp_fp16", "amp_bf16", "O2", "O3"}) {
+    SCOPED_TRACE(p);
+    set_precision(cfg, p);
+    const bool half = cfg.policy.compute == DType::F16 || cfg.policy.compute == DType::BF16;
+    EXPECT_EQ(bert_config(cfg, true).fused_attention, half);
+    EXPECT_TRUE(bert_config(cfg, false).fused_attention);
+  }
+}
+
 TEST(BertPadVocab, AutoPadsOnCudaOnly) {
   CellConfig cfg;
   cfg.model.kind = ModelKind::Bert;
