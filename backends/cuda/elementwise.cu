@@ -2,7 +2,9 @@
 // ops/dtype_io.h (scalar::load_f32/store_f32, or the typed scalar::Elem<T>
 // where a kernel is instantiated per dtype) and computed with the scalar
 // cores in ops/*.h, the same functions the CPU backend runs, so the CPU tests
-// prove this math.
+// prove this math. The map kernels (fill, cast, scale, activations) move
+// eight elements per 16-byte access where every pointer is aligned
+// (backends/cuda/vec_io.cuh: the same conversions, so the same bits).
 #include <algorithm>
 
 #include "backends/cuda/cuda_check.h"
@@ -10,6 +12,7 @@
 #include "ops/activation.h"
 #include "backends/cuda/kernel_util.cuh"
 #include "ops/dtype_io.h"
+#include "backends/cuda/vec_io.cuh"
 
 namespace mpb::cuda {
 
@@ -18,16 +21,37 @@ namespace {
 using scalar::load_f32;
 using scalar::store_f32;
 
-__global__ void fill_kernel(void* p, DType t, int64_t n, float value) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) store_f32(p, t, i, value);
+__global__ void fill_kernel(void* p, DType t, int64_t n, float value, bool vec) {
+  const VecSplit v(n, vec);
+  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
+    float x[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) x[k] = value;
+    store8(p, t, g * kVec, x);
+  }
+  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads()) store_f32(p, t, i, value);
 }
 
-__global__ void cast_kernel(void* dst, DType dt, const void* src, DType st, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) store_f32(dst, dt, i, load_f32(src, st, i));
+__global__ void cast_kernel(void* dst, DType dt, const void* src, DType st, int64_t n, bool vec) {
+  const VecSplit v(n, vec);
+  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
+    float x[kVec];
+    load8(src, st, g * kVec, x);
+    store8(dst, dt, g * kVec, x);
+  }
+  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads()) store_f32(dst, dt, i, load_f32(src, st, i));
 }
 
-__global__ void scale_kernel(void* p, DType t, int64_t n, float factor) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) store_f32(p, t, i, load_f32(p, t, i) * factor);
+__global__ void scale_kernel(void* p, DType t, int64_t n, float factor, bool vec) {
+  const VecSplit v(n, vec);
+  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
+    float x[kVec];
+    load8(p, t, g * kVec, x);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) x[k] = x[k] * factor;
+    store8(p, t, g * kVec, x);
+  }
+  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads()) store_f32(p, t, i, load_f32(p, t, i) * factor);
 }
 
 // y[r, c] = y[r, c] + bias[c] in fp32, stored in y's dtype: the CPU
@@ -48,20 +72,40 @@ __global__ void add_bias_kernel(void* y, int64_t n, int64_t cols, const void* bi
   }
 }
 
-__global__ void activation_forward_kernel(Activation act, void* out, DType ot, const void* in, DType it, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    const float x = load_f32(in, it, i);
-    store_f32(out, ot, i, act == Activation::Gelu ? scalar::gelu(x) : scalar::relu(x));
+__device__ inline float activation(Activation act, float x) {
+  return act == Activation::Gelu ? scalar::gelu(x) : scalar::relu(x);
+}
+__device__ inline float activation_grad(Activation act, float x, float dy) {
+  return dy * (act == Activation::Gelu ? scalar::gelu_grad(x) : scalar::relu_grad(x));
+}
+
+__global__ void activation_forward_kernel(Activation act, void* out, DType ot, const void* in, DType it, int64_t n,
+                                          bool vec) {
+  const VecSplit v(n, vec);
+  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
+    float x[kVec];
+    load8(in, it, g * kVec, x);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) x[k] = activation(act, x[k]);
+    store8(out, ot, g * kVec, x);
   }
+  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads())
+    store_f32(out, ot, i, activation(act, load_f32(in, it, i)));
 }
 
 __global__ void activation_backward_kernel(Activation act, void* din, DType dt, const void* dout, DType ot,
-                                           const void* pre, DType pt, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    const float x = load_f32(pre, pt, i);
-    const float d = act == Activation::Gelu ? scalar::gelu_grad(x) : scalar::relu_grad(x);
-    store_f32(din, dt, i, load_f32(dout, ot, i) * d);
+                                           const void* pre, DType pt, int64_t n, bool vec) {
+  const VecSplit v(n, vec);
+  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
+    float x[kVec], dy[kVec];
+    load8(pre, pt, g * kVec, x);
+    load8(dout, ot, g * kVec, dy);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) x[k] = activation_grad(act, x[k], dy[k]);
+    store8(din, dt, g * kVec, x);
   }
+  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads())
+    store_f32(din, dt, i, activation_grad(act, load_f32(pre, pt, i), load_f32(dout, ot, i)));
 }
 
 // bias_grad, stage 1: block (32 columns x 8 row lanes) sums a chunk of rows
@@ -112,7 +156,7 @@ __global__ void bias_grad_finish_kernel(const float* partial, int64_t chunks, in
 void CudaDevice::fill_impl(const Tensor& t, float value) {
   const int64_t n = t.numel();
   if (n == 0) return;
-  fill_kernel<<<elementwise_grid(n), kThreads, 0, stream()>>>(t.data, t.dtype, n, value);
+  fill_kernel<<<elementwise_grid(n), kThreads, 0, stream()>>>(t.data, t.dtype, n, value, vec_aligned({t.data}));
   MPB_CHECK_LAUNCH("fill_kernel");
 }
 
@@ -123,14 +167,15 @@ void CudaDevice::cast_impl(const Tensor& dst, const Tensor& src) {
     copy(dst, src);
     return;
   }
-  cast_kernel<<<elementwise_grid(n), kThreads, 0, stream()>>>(dst.data, dst.dtype, src.data, src.dtype, n);
+  cast_kernel<<<elementwise_grid(n), kThreads, 0, stream()>>>(dst.data, dst.dtype, src.data, src.dtype, n,
+                                                              vec_aligned({dst.data, src.data}));
   MPB_CHECK_LAUNCH("cast_kernel");
 }
 
 void CudaDevice::scale_impl(const Tensor& t, float factor) {
   const int64_t n = t.numel();
   if (n == 0) return;
-  scale_kernel<<<elementwise_grid(n), kThreads, 0, stream()>>>(t.data, t.dtype, n, factor);
+  scale_kernel<<<elementwise_grid(n), kThreads, 0, stream()>>>(t.data, t.dtype, n, factor, vec_aligned({t.data}));
   MPB_CHECK_LAUNCH("scale_kernel");
 }
 
@@ -150,7 +195,7 @@ void CudaDevice::activation_forward_impl(Activation act, const Tensor& out, cons
   const int64_t n = in.numel();
   if (n == 0) return;
   activation_forward_kernel<<<elementwise_grid(n), kThreads, 0, stream()>>>(act, out.data, out.dtype, in.data,
-                                                                            in.dtype, n);
+                                                                            in.dtype, n, vec_aligned({out.data, in.data}));
   MPB_CHECK_LAUNCH("activation_forward_kernel");
 }
 
@@ -159,7 +204,8 @@ void CudaDevice::activation_backward_impl(Activation act, const Tensor& din, con
   const int64_t n = din.numel();
   if (n == 0) return;
   activation_backward_kernel<<<elementwise_grid(n), kThreads, 0, stream()>>>(
-      act, din.data, din.dtype, dout.data, dout.dtype, pre_act.data, pre_act.dtype, n);
+      act, din.data, din.dtype, dout.data, dout.dtype, pre_act.data, pre_act.dtype, n,
+      vec_aligned({din.data, dout.data, pre_act.data}));
   MPB_CHECK_LAUNCH("activation_backward_kernel");
 }
 

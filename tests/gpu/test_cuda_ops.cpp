@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_device.h"
 #include "backends/cuda/cuda_device.h"
 #include "core/device.h"
 #include "opcheck/host.h"
@@ -206,6 +207,45 @@ TEST_F(CudaOps, AttentionRejectsLargeHeadDim) {
   EXPECT_THROW(gpu_->attention_backward(big, big, big, big, big, big_lse, big, big, big, kv, 0.1f, -1e9f),
                std::invalid_argument);
   gpu_->synchronize();
+}
+
+// The element-wise map kernels move 8 elements per 16-byte access where every
+// pointer is aligned and one at a time otherwise (backends/cuda/vec_io.cuh),
+// with the same conversions: an aligned call, a call on views one element
+// off alignment (the scalar path) and the CPU give the same bits, for every
+// pair of dtypes, with a tail (n % 8 != 0) and a NaN and infinities among
+// the inputs (payload and rounding rules).
+TEST_F(CudaOps, VectorisedMapKernelsGiveTheScalarPathsBits) {
+  auto cpu = make_cpu_device();
+  const int64_t n = 8 * 1000 + 5;
+  const DType types[] = {DType::F32, DType::F16, DType::BF16};
+  for (DType st : types)
+    for (DType dt : types) {
+      SCOPED_TRACE(std::string(dtype_name(st)) + " -> " + dtype_name(dt));
+      Host src = random(st, Shape{n + 1});
+      src.set(3, NAN), src.set(17, INFINITY), src.set(40, -INFINITY), src.set(n - 2, 65504.0f * 2);
+      // out = op(in) on dev, over the first n elements (aligned) or elements 1..n (one off).
+      auto run = [&](Device& dev, bool offset) {
+        DeviceBuffer in = put(dev, src), out = put(dev, opcheck::filled(dt, Shape{n + 1}, 0.0f));
+        const Tensor i = in.tensor().flat_slice(offset ? 1 : 0, n), o = out.tensor().flat_slice(offset ? 1 : 0, n);
+        std::vector<Host> r;
+        if (st != dt) dev.cast(o, i), r.push_back(fetch(dev, o));
+        dev.activation_forward(Activation::Gelu, o, i), r.push_back(fetch(dev, o));
+        dev.activation_backward(Activation::Gelu, o, i, i), r.push_back(fetch(dev, o));
+        dev.scale(o, 0.375f), r.push_back(fetch(dev, o));
+        dev.fill(o, 1.0f / 3.0f), r.push_back(fetch(dev, o));
+        return r;
+      };
+      const std::vector<Host> aligned = run(*gpu_, false), off = run(*gpu_, true);
+      // The CPU on the same inputs (its bits are the reference for both paths).
+      const std::vector<Host> c_aligned = run(*cpu, false), c_off = run(*cpu, true);
+      ASSERT_EQ(aligned.size(), c_aligned.size());
+      std::string where;
+      for (size_t k = 0; k < aligned.size(); ++k) {
+        EXPECT_TRUE(identical(aligned[k], c_aligned[k], &where)) << "op " << k << " aligned vs the CPU: " << where;
+        EXPECT_TRUE(identical(off[k], c_off[k], &where)) << "op " << k << " one element off vs the CPU: " << where;
+      }
+    }
 }
 
 }  // namespace
