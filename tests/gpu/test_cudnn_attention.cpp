@@ -201,6 +201,30 @@ class CudnnAttention : public ::testing::Test {
 
   void run_case(const Dims& d, DType t, bool require_half_impl = true);
 
+  // The packed ops' operands for shape d (Tq = Tk) in dtype t: qkv uniform in
+  // [-qkv_max, qkv_max], dout in [-1, 1], the key padding of key_valid.
+  struct Packed {
+    DeviceBuffer qkv, dout, kv, out, lse, dqkv;
+    float scale = 1.0f, mask = 0.0f;
+    void run(Device& dev, AttnDropout drop = {}) const {
+      dev.attention_forward_packed(out, lse, qkv, kv, scale, mask, drop);
+      dev.attention_backward_packed(dqkv, dout, out, lse, qkv, kv, scale, mask, drop);
+    }
+  };
+  Packed packed(const Dims& d, DType t, float qkv_max) {
+    const int64_t N = d.B * d.Tq, C = d.H * d.D;
+    Packed p;
+    p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.D)));
+    p.mask = attention_mask_value(t);
+    p.qkv = put(*gpu_, gen_.uniform(t, Shape{N, 3 * C}, -qkv_max, qkv_max));
+    p.dout = put(*gpu_, gen_.uniform(t, Shape{N, C}, -1.0f, 1.0f));
+    p.kv = put(*gpu_, ints(key_valid(d.B, d.Tk), Shape{d.B, d.Tk}));
+    p.out = gpu_->alloc(Shape{N, C}, t, MemCategory::Activations);
+    p.lse = gpu_->alloc(Shape{d.B, d.H, d.Tq}, DType::F32, MemCategory::Activations);
+    p.dqkv = gpu_->alloc(Shape{N, 3 * C}, t, MemCategory::Activations);
+    return p;
+  }
+
   std::unique_ptr<Device> gpu_, cpu_;
   Gen gen_{20250301u};
 };
@@ -336,34 +360,22 @@ TEST_F(CudnnAttention, GraphsAreCachedAndBackwardIsDeterministic) {
 // once, allocate nothing on a repeat, and give reproducible bits. Their
 // numbers are the op-check cases' (attention_packed, against float64).
 TEST_F(CudnnAttention, PackedLayoutRunsOnCudnnAtBertBase) {
-  const Dims d = kDims[1];
-  const int64_t N = d.B * d.Tq, C = d.H * d.D;
   for (DType t : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(dtype_name(t));
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.D)));
-    DeviceBuffer qkv = put(*gpu_, gen_.uniform(t, Shape{N, 3 * C}, -2.0f, 2.0f));
-    DeviceBuffer dout = put(*gpu_, gen_.uniform(t, Shape{N, C}, -1.0f, 1.0f));
-    DeviceBuffer kv = put(*gpu_, ints(key_valid(d.B, d.Tk), Shape{d.B, d.Tk}));
-    DeviceBuffer out = gpu_->alloc(Shape{N, C}, t, MemCategory::Activations);
-    DeviceBuffer lse = gpu_->alloc(Shape{d.B, d.H, d.Tq}, DType::F32, MemCategory::Activations);
-    DeviceBuffer dqkv = gpu_->alloc(Shape{N, 3 * C}, t, MemCategory::Activations);
-    auto step = [&] {
-      gpu_->attention_forward_packed(out, lse, qkv, kv, scale, attention_mask_value(t));
-      gpu_->attention_backward_packed(dqkv, dout, out, lse, qkv, kv, scale, attention_mask_value(t));
-    };
+    const Packed p = packed(kDims[1], t, 2.0f);
     const int64_t half = impl_calls(kHalfImpl);
-    step();
+    p.run(*gpu_);
     EXPECT_EQ(impl_calls(kHalfImpl), half + 2) << "the packed calls did not both run on " << kHalfImpl;
-    const Host o1 = fetch(*gpu_, out), g1 = fetch(*gpu_, dqkv);
+    const Host o1 = fetch(*gpu_, p.out), g1 = fetch(*gpu_, p.dqkv);
     const int64_t plans = gpu_->counters().plans_created;
     const auto allocs = gpu_->memory().snapshot().allocations;
-    step();
+    p.run(*gpu_);
     gpu_->synchronize();
     EXPECT_EQ(gpu_->counters().plans_created, plans) << "a repeated packed shape built a graph";
     EXPECT_EQ(gpu_->memory().snapshot().allocations, allocs) << "a repeated packed shape allocated";
     std::string where;
-    EXPECT_TRUE(identical(fetch(*gpu_, out), o1, &where)) << "packed forward not reproducible: " << where;
-    EXPECT_TRUE(identical(fetch(*gpu_, dqkv), g1, &where)) << "packed dqkv not reproducible: " << where;
+    EXPECT_TRUE(identical(fetch(*gpu_, p.out), o1, &where)) << "packed forward not reproducible: " << where;
+    EXPECT_TRUE(identical(fetch(*gpu_, p.dqkv), g1, &where)) << "packed dqkv not reproducible: " << where;
   }
 }
 
@@ -378,22 +390,11 @@ TEST_F(CudnnAttention, PackedLayoutRunsOnCudnnAtBertBase) {
 // the outputs'), element by element and as a whole (the slope of the means
 // against the no-dropout values is 1: a missing 1/(1-p) makes it 0.9).
 TEST_F(CudnnAttention, DropoutIsReproducibleUnbiasedAndLeavesLseAlone) {
-  const Dims d = kDims[0];
-  const DType t = DType::BF16;
-  const double u = 0x1p-8;
-  const int64_t N = d.B * d.Tq, C = d.H * d.D;
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.D)));
-  const float mask = attention_mask_value(t);
-  DeviceBuffer qkv = put(*gpu_, gen_.uniform(t, Shape{N, 3 * C}, -1.0f, 1.0f));
-  DeviceBuffer dout = put(*gpu_, gen_.uniform(t, Shape{N, C}, -1.0f, 1.0f));
-  DeviceBuffer kv = put(*gpu_, ints(key_valid(d.B, d.Tk), Shape{d.B, d.Tk}));
-  DeviceBuffer out = gpu_->alloc(Shape{N, C}, t, MemCategory::Activations);
-  DeviceBuffer lse = gpu_->alloc(Shape{d.B, d.H, d.Tq}, DType::F32, MemCategory::Activations);
-  DeviceBuffer dqkv = gpu_->alloc(Shape{N, 3 * C}, t, MemCategory::Activations);
+  const double u = 0x1p-8;  // bf16
+  const Packed p = packed(kDims[0], DType::BF16, 1.0f);
   auto run = [&](AttnDropout drop, Host* o, Host* l, Host* g) {
-    gpu_->attention_forward_packed(out, lse, qkv, kv, scale, mask, drop);
-    gpu_->attention_backward_packed(dqkv, dout, out, lse, qkv, kv, scale, mask, drop);
-    *o = fetch(*gpu_, out), *l = fetch(*gpu_, lse), *g = fetch(*gpu_, dqkv);
+    p.run(*gpu_, drop);
+    *o = fetch(*gpu_, p.out), *l = fetch(*gpu_, p.lse), *g = fetch(*gpu_, p.dqkv);
   };
   Host o0, l0, g0, o1, l1, g1, o1b, l1b, g1b, o2, l2, g2;
   run(AttnDropout{}, &o0, &l0, &g0);
