@@ -25,6 +25,7 @@
 #include "backends/cuda/kernel_util.cuh"
 #include "ops/dropout.h"
 #include "ops/dtype_io.h"
+#include "backends/cuda/vec_io.cuh"
 #include "ops/layernorm.h"
 
 namespace mpb::cuda {
@@ -50,8 +51,19 @@ __device__ inline int64_t warps_in_grid() { return (static_cast<int64_t>(gridDim
 
 // ---- add ------------------------------------------------------------------------------
 // out = a + b in fp32, rounded to out's dtype: the CPU's expression.
-__global__ void add_kernel(void* out, DType ot, const void* a, DType at, const void* b, DType bt, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads())
+// 16-byte accesses where every pointer is aligned (backends/cuda/vec_io.cuh).
+__global__ void add_kernel(void* out, DType ot, const void* a, DType at, const void* b, DType bt, int64_t n,
+                           bool vec) {
+  const VecSplit v(n, vec);
+  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
+    float x[kVec], y[kVec];
+    load8(a, at, g * kVec, x);
+    load8(b, bt, g * kVec, y);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) x[k] = x[k] + y[k];
+    store8(out, ot, g * kVec, x);
+  }
+  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads())
     store_f32(out, ot, i, load_f32(a, at, i) + load_f32(b, bt, i));
 }
 
@@ -231,9 +243,20 @@ HeadDims head_dims(const Tensor& heads) {
 // Element i (the flat index, as on the CPU) is kept iff dropout_bits(seed, i)
 // >= threshold; threshold and scale come from the host (ops/dropout.h), the
 // same numbers the CPU computes.
+// 16-byte accesses where both pointers are aligned (backends/cuda/vec_io.cuh).
 __global__ void dropout_kernel(void* out, DType ot, const void* in, DType it, int64_t n, uint64_t seed,
-                               uint32_t threshold, float scale) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads())
+                               uint32_t threshold, float scale, bool vec) {
+  const VecSplit v(n, vec);
+  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
+    float x[kVec];
+    load8(in, it, g * kVec, x);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      x[k] = scalar::dropout_apply(x[k], scalar::dropout_bits(seed, static_cast<uint64_t>(g * kVec + k)), threshold,
+                                   scale);
+    store8(out, ot, g * kVec, x);
+  }
+  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads())
     store_f32(out, ot, i,
               scalar::dropout_apply(load_f32(in, it, i), scalar::dropout_bits(seed, static_cast<uint64_t>(i)),
                                     threshold, scale));
@@ -252,7 +275,7 @@ void CudaDevice::add_impl(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int64_t n = out.numel();
   if (n == 0) return;
   add_kernel<<<elementwise_grid(n), kThreads, 0, stream()>>>(out.data, out.dtype, a.data, a.dtype, b.data, b.dtype,
-                                                             n);
+                                                             n, vec_aligned({out.data, a.data, b.data}));
   MPB_CHECK_LAUNCH("add_kernel");
 }
 
@@ -359,7 +382,7 @@ void CudaDevice::dropout_impl(const Tensor& out, const Tensor& in, float p, uint
   const uint32_t threshold = scalar::dropout_threshold(p);
   const float sc = scalar::dropout_scale(p);
   dropout_kernel<<<elementwise_grid(n), kThreads, 0, stream()>>>(out.data, out.dtype, in.data, in.dtype, n, seed,
-                                                                 threshold, sc);
+                                                                 threshold, sc, vec_aligned({out.data, in.data}));
   MPB_CHECK_LAUNCH("dropout_kernel");
 }
 

@@ -209,7 +209,7 @@ TEST_F(CudaOps, AttentionRejectsLargeHeadDim) {
   gpu_->synchronize();
 }
 
-// The element-wise map kernels move 8 elements per 16-byte access where every
+// The element-wise map kernels (and add, dropout) move 8 elements per 16-byte access where every
 // pointer is aligned and one at a time otherwise (backends/cuda/vec_io.cuh),
 // with the same conversions: an aligned call, a call on views one element
 // off alignment (the scalar path) and the CPU give the same bits, for every
@@ -233,6 +233,8 @@ TEST_F(CudaOps, VectorisedMapKernelsGiveTheScalarPathsBits) {
         dev.activation_forward(Activation::Gelu, o, i), r.push_back(fetch(dev, o));
         dev.activation_backward(Activation::Gelu, o, i, i), r.push_back(fetch(dev, o));
         dev.scale(o, 0.375f), r.push_back(fetch(dev, o));
+        dev.add(o, i, o), r.push_back(fetch(dev, o));
+        dev.dropout(o, i, 0.25f, 7), r.push_back(fetch(dev, o));
         dev.fill(o, 1.0f / 3.0f), r.push_back(fetch(dev, o));
         return r;
       };
