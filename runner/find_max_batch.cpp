@@ -125,7 +125,7 @@ int run_find_max_batch(const ExperimentConfig& exp, const RunOptions& opt) {
       if (!opt.quiet) std::fprintf(stderr, "runner: %s: trying batch_size %d...\n", cell->id.c_str(), b);
       return trial_fits(info.kind, c);
     });
-    const MemoryEstimate at_largest = estimate_cell_memory(with_batch(std::max(1, m.largest)));
+    const MemoryEstimate at_largest = estimate_cell_memory(with_batch(std::max(1, m.largest)), info.kind == "cuda");
     const std::string peak =
         m.largest > 0 ? gib(trial ? at_largest.device_total() : at_largest.total()) : std::string("-");
     std::printf("  %-*s %10d %10d %8d  %s%s\n", width, cell->id.c_str(), m.configured, m.largest, m.trials, peak.c_str(),

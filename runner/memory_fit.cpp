@@ -49,6 +49,9 @@ std::optional<Need> shortfall(const MemoryEstimate& e, const Device& dev) {
   return std::nullopt;
 }
 
+// The model as build_model makes it on `dev` (train/cell_limits.h).
+bool is_cuda(const Device& dev) { return dev.info().kind == "cuda"; }
+
 // The bytes that must fit on `dev` (see shortfall): what the culprit search shrinks.
 double measure(const MemoryEstimate& e, const Device& dev) {
   return dev.info().kind == "cpu" ? e.total() : std::max(e.device_total(), e.host);
@@ -59,7 +62,7 @@ double measure(const MemoryEstimate& e, const Device& dev) {
 // the value to point at. nullptr: no value the file sets makes it bigger.
 const std::pair<const std::string, ValueOrigin>* culprit(const Cell& cell, const Device& dev) {
   const CellConfig defaults;
-  const double full = measure(estimate_cell_memory(cell.config), dev);
+  const double full = measure(estimate_cell_memory(cell.config, is_cuda(dev)), dev);
   const std::pair<const std::string, ValueOrigin>* best = nullptr;
   double best_saving = 0;
   for (const auto& entry : cell.origins) {
@@ -70,7 +73,7 @@ const std::pair<const std::string, ValueOrigin>* culprit(const Cell& cell, const
     if (!spec) continue;
     CellConfig smaller = cell.config;
     spec->set(smaller, spec->get(defaults));
-    const double saving = full - measure(estimate_cell_memory(smaller), dev);
+    const double saving = full - measure(estimate_cell_memory(smaller, is_cuda(dev)), dev);
     const bool better = saving > best_saving || (best && saving == best_saving && saving > 0 &&
                                                  entry.second.per_cell && !best->second.per_cell);
     if (better) {
@@ -86,7 +89,7 @@ const std::pair<const std::string, ValueOrigin>* culprit(const Cell& cell, const
 std::optional<ConfigError> memory_fit_error(const ExperimentConfig& exp, const std::vector<const Cell*>& cells,
                                             const Device& dev) {
   for (const Cell* cell : cells) {
-    const MemoryEstimate e = estimate_cell_memory(cell->config);
+    const MemoryEstimate e = estimate_cell_memory(cell->config, is_cuda(dev));
     const std::optional<Need> need = shortfall(e, dev);
     if (!need) continue;
     const std::string message = "cell '" + cell->id + "' needs an estimated " + bytes_text(need->bytes) + " (" +
@@ -100,7 +103,7 @@ std::optional<ConfigError> memory_fit_error(const ExperimentConfig& exp, const s
 }
 
 bool cell_memory_fits(const CellConfig& cfg, const Device& dev) {
-  return !shortfall(estimate_cell_memory(cfg), dev).has_value();
+  return !shortfall(estimate_cell_memory(cfg, is_cuda(dev)), dev).has_value();
 }
 
 int refuse_cells_that_cannot_fit(const ExperimentConfig& exp, const std::vector<const Cell*>& cells,

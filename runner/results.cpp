@@ -272,7 +272,8 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   for (auto& [k, v] : peak.items()) v = static_cast<size_t>(v.get<double>());
   s["peak_memory_bytes"] = peak;
   s["memory"] = summarize_memory_triples(repeats);  // runner/memory_triple.h
-  s["estimated_memory_bytes"] = memory_estimate_json(estimate_cell_memory(cfg));  // runner/memory_fit.h
+  s["estimated_memory_bytes"] =
+      memory_estimate_json(estimate_cell_memory(cfg, ctx.device->kind == "cuda"));  // runner/memory_fit.h
   s["final_loss"] = mean(final_losses);
   s["eval_loss"] = mean(eval_loss);
   s["eval_accuracy"] = mean(eval_acc);

@@ -70,7 +70,7 @@ std::optional<CellProblem> check_cell_files(const CellConfig& cfg) {
   return CellProblem{{"data.path", "model.seq_len"}, "data.path: " + *problem + where};
 }
 
-MemoryEstimate estimate_cell_memory(const CellConfig& cfg) {
+MemoryEstimate estimate_cell_memory(const CellConfig& cfg, bool cuda) {
   const double batch = cfg.batch_size, micro = batch / cfg.accumulation;
   MemoryEstimate e;
   int labels_per_sample = 1;
@@ -79,7 +79,7 @@ MemoryEstimate estimate_cell_memory(const CellConfig& cfg) {
       e = estimate_mlp_memory(mlp_config(cfg), cfg.policy, micro);
       break;
     case ModelKind::Bert:
-      e = estimate_bert_memory(bert_config(cfg), cfg.policy, micro);
+      e = estimate_bert_memory(bert_config(cfg, cuda), cfg.policy, micro);
       labels_per_sample = cfg.model.seq_len;
       break;
   }

@@ -28,7 +28,9 @@ std::optional<CellProblem> check_cell_files(const CellConfig& cfg);
 // Everything a run of the cell allocates, per memory category (models/
 // memory_estimate.h): the model's parameters, gradients, activations and
 // workspace, the trainer's optimizer state and labels, and on the host the
-// data source, its batches and the run record.
-MemoryEstimate estimate_cell_memory(const CellConfig& cfg);
+// data source, its batches and the run record. `cuda`: the model as
+// build_model makes it on a CUDA device (bert_config's pad_vocab and fused
+// attention choices).
+MemoryEstimate estimate_cell_memory(const CellConfig& cfg, bool cuda = false);
 
 }  // namespace mpb

@@ -120,6 +120,22 @@ TEST(MemoryEstimate, AgainstTheMeasuredPeakOfSmallCells) {
   }
 }
 
+// On a CUDA device the estimate is of the model build_model makes there
+// (bert_config(cfg, true)): an fp32 BERT cell with fusion on keeps the
+// unfused attention's [B,H,T,T] score buffers, and every BERT cell pads its
+// vocabulary (300 -> 304 words here), so both estimates grow.
+TEST(MemoryEstimate, FollowsTheModelACudaDeviceBuilds) {
+  CellConfig fp32 = small_bert("fp32");
+  fp32.fused = true;
+  ASSERT_FALSE(bert_config(fp32, true).fused_attention);
+  EXPECT_GT(estimate_cell_memory(fp32, true)[MemCategory::Activations],
+            estimate_cell_memory(fp32)[MemCategory::Activations]);
+  CellConfig bf16 = small_bert("amp_bf16");
+  bf16.fused = true;
+  ASSERT_TRUE(bert_config(bf16, true).fused_attention);
+  EXPECT_GT(estimate_cell_memory(bf16, true)[MemCategory::Params], estimate_cell_memory(bf16)[MemCategory::Params]);
+}
+
 TEST(MemoryEstimate, AbsurdSizesAreHugeNumbersNotOverflows) {
   CellConfig mlp;
   mlp.data.classes = 2147483647;
