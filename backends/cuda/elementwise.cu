@@ -33,25 +33,11 @@ __global__ void fill_kernel(void* p, DType t, int64_t n, float value, bool vec) 
 }
 
 __global__ void cast_kernel(void* dst, DType dt, const void* src, DType st, int64_t n, bool vec) {
-  const VecSplit v(n, vec);
-  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
-    float x[kVec];
-    load8(src, st, g * kVec, x);
-    store8(dst, dt, g * kVec, x);
-  }
-  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads()) store_f32(dst, dt, i, load_f32(src, st, i));
+  map1(dst, dt, src, st, n, vec, [](float x, int64_t) { return x; });
 }
 
 __global__ void scale_kernel(void* p, DType t, int64_t n, float factor, bool vec) {
-  const VecSplit v(n, vec);
-  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
-    float x[kVec];
-    load8(p, t, g * kVec, x);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) x[k] = x[k] * factor;
-    store8(p, t, g * kVec, x);
-  }
-  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads()) store_f32(p, t, i, load_f32(p, t, i) * factor);
+  map1(p, t, p, t, n, vec, [factor](float x, int64_t) { return x * factor; });
 }
 
 // y[r, c] = y[r, c] + bias[c] in fp32, stored in y's dtype: the CPU
@@ -81,31 +67,12 @@ __device__ inline float activation_grad(Activation act, float x, float dy) {
 
 __global__ void activation_forward_kernel(Activation act, void* out, DType ot, const void* in, DType it, int64_t n,
                                           bool vec) {
-  const VecSplit v(n, vec);
-  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
-    float x[kVec];
-    load8(in, it, g * kVec, x);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) x[k] = activation(act, x[k]);
-    store8(out, ot, g * kVec, x);
-  }
-  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads())
-    store_f32(out, ot, i, activation(act, load_f32(in, it, i)));
+  map1(out, ot, in, it, n, vec, [act](float x, int64_t) { return activation(act, x); });
 }
 
 __global__ void activation_backward_kernel(Activation act, void* din, DType dt, const void* dout, DType ot,
                                            const void* pre, DType pt, int64_t n, bool vec) {
-  const VecSplit v(n, vec);
-  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
-    float x[kVec], dy[kVec];
-    load8(pre, pt, g * kVec, x);
-    load8(dout, ot, g * kVec, dy);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) x[k] = activation_grad(act, x[k], dy[k]);
-    store8(din, dt, g * kVec, x);
-  }
-  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads())
-    store_f32(din, dt, i, activation_grad(act, load_f32(pre, pt, i), load_f32(dout, ot, i)));
+  map2(din, dt, pre, pt, dout, ot, n, vec, [act](float x, float dy) { return activation_grad(act, x, dy); });
 }
 
 // bias_grad, stage 1: block (32 columns x 8 row lanes) sums a chunk of rows

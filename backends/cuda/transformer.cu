@@ -54,17 +54,7 @@ __device__ inline int64_t warps_in_grid() { return (static_cast<int64_t>(gridDim
 // 16-byte accesses where every pointer is aligned (backends/cuda/vec_io.cuh).
 __global__ void add_kernel(void* out, DType ot, const void* a, DType at, const void* b, DType bt, int64_t n,
                            bool vec) {
-  const VecSplit v(n, vec);
-  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
-    float x[kVec], y[kVec];
-    load8(a, at, g * kVec, x);
-    load8(b, bt, g * kVec, y);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) x[k] = x[k] + y[k];
-    store8(out, ot, g * kVec, x);
-  }
-  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads())
-    store_f32(out, ot, i, load_f32(a, at, i) + load_f32(b, bt, i));
+  map2(out, ot, a, at, b, bt, n, vec, [](float x, float y) { return x + y; });
 }
 
 // ---- LayerNorm ------------------------------------------------------------------------
@@ -246,20 +236,9 @@ HeadDims head_dims(const Tensor& heads) {
 // 16-byte accesses where both pointers are aligned (backends/cuda/vec_io.cuh).
 __global__ void dropout_kernel(void* out, DType ot, const void* in, DType it, int64_t n, uint64_t seed,
                                uint32_t threshold, float scale, bool vec) {
-  const VecSplit v(n, vec);
-  for (int64_t g = global_thread(); g < v.groups; g += grid_threads()) {
-    float x[kVec];
-    load8(in, it, g * kVec, x);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      x[k] = scalar::dropout_apply(x[k], scalar::dropout_bits(seed, static_cast<uint64_t>(g * kVec + k)), threshold,
-                                   scale);
-    store8(out, ot, g * kVec, x);
-  }
-  for (int64_t i = v.tail + global_thread(); i < n; i += grid_threads())
-    store_f32(out, ot, i,
-              scalar::dropout_apply(load_f32(in, it, i), scalar::dropout_bits(seed, static_cast<uint64_t>(i)),
-                                    threshold, scale));
+  map1(out, ot, in, it, n, vec, [=](float x, int64_t i) {
+    return scalar::dropout_apply(x, scalar::dropout_bits(seed, static_cast<uint64_t>(i)), threshold, scale);
+  });
 }
 
 // Grid for one warp per row: enough blocks for every row, capped (grid-stride beyond).

@@ -8,7 +8,8 @@
 // Use: a kernel takes `vec` (every pointer it touches 16-byte aligned:
 // vec_aligned on the host), runs its first n / kVec * kVec elements through
 // load8/store8 when vec is set, and the rest (all of them when not) one at a
-// time (VecSplit says where the element-by-element part starts).
+// time (VecSplit says where the element-by-element part starts). map1 and
+// map2 are that loop for one and two inputs, given the per-element function.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "backends/cuda/kernel_util.cuh"
 #include "core/dtype.h"
 #include "ops/dtype_io.h"
 
@@ -62,6 +64,41 @@ struct VecSplit {
   int64_t groups, tail;
   __host__ __device__ VecSplit(int64_t n, bool vec) : groups(vec ? n / kVec : 0), tail(vec ? n / kVec * kVec : 0) {}
 };
+
+// out[i] = f(a[i], i) for i < n, a and out as fp32 (out may be a): the
+// vectorised groups through load8/store8, then the element-by-element tail,
+// both through the same f, so both give the same bits. Grid-stride loops.
+template <class F>
+__device__ inline void map1(void* out, DType ot, const void* a, DType at, int64_t n, bool vec, F f) {
+  const VecSplit v(n, vec);
+  const int64_t stride = grid_threads(), first = global_thread();
+  for (int64_t g = first; g < v.groups; g += stride) {
+    float x[kVec];
+    load8(a, at, g * kVec, x);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) x[k] = f(x[k], g * kVec + k);
+    store8(out, ot, g * kVec, x);
+  }
+  for (int64_t i = v.tail + first; i < n; i += stride) scalar::store_f32(out, ot, i, f(scalar::load_f32(a, at, i), i));
+}
+
+// out[i] = f(a[i], b[i]) for i < n, as map1 (out may be a or b).
+template <class F>
+__device__ inline void map2(void* out, DType ot, const void* a, DType at, const void* b, DType bt, int64_t n, bool vec,
+                            F f) {
+  const VecSplit v(n, vec);
+  const int64_t stride = grid_threads(), first = global_thread();
+  for (int64_t g = first; g < v.groups; g += stride) {
+    float x[kVec], y[kVec];
+    load8(a, at, g * kVec, x);
+    load8(b, bt, g * kVec, y);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) x[k] = f(x[k], y[k]);
+    store8(out, ot, g * kVec, x);
+  }
+  for (int64_t i = v.tail + first; i < n; i += stride)
+    scalar::store_f32(out, ot, i, f(scalar::load_f32(a, at, i), scalar::load_f32(b, bt, i)));
+}
 
 // Every pointer 16-byte aligned (the device allocator's are 256-byte aligned;
 // a view at an odd offset is not).
