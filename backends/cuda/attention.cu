@@ -180,12 +180,17 @@ struct AttnArgs {
   uint64_t drop_seed;
 };
 
-// x through the dropout mask of element e of the [B,H,Tq,Tk] probabilities
-// (x itself without dropout).
+// Dropout of element e of the [B,H,Tq,Tk] probabilities: attn_bits is its
+// hash, attn_drop_bits puts x through the mask those bits give, attn_drop does
+// both (x itself without dropout). The backward hashes once for P and dP.
+__device__ inline float attn_drop_bits(const AttnArgs& a, float x, uint32_t bits) {
+  return a.dropping ? scalar::dropout_apply(x, bits, a.drop_threshold, a.drop_scale) : x;
+}
+__device__ inline uint32_t attn_bits(const AttnArgs& a, int64_t e) {
+  return a.dropping ? scalar::dropout_bits(a.drop_seed, static_cast<uint64_t>(e)) : 0u;
+}
 __device__ inline float attn_drop(const AttnArgs& a, float x, int64_t e) {
-  if (!a.dropping) return x;
-  return scalar::dropout_apply(x, scalar::dropout_bits(a.drop_seed, static_cast<uint64_t>(e)), a.drop_threshold,
-                               a.drop_scale);
+  return attn_drop_bits(a, x, attn_bits(a, e));
 }
 
 // dst[r * ld + d] = src[elem0 + r * src_row + d] as fp32 for r < valid, 0 for
@@ -357,9 +362,10 @@ __device__ inline void p_and_ds(const AttnArgs& a, const float* Qs, const float*
     const int c = s + kRowThreads * jj;
     const bool valid = g < nq && c < nk;
     const float logit = scalar::masked_logit(dot_rows(Qs + g * a.ld, Ks + c * a.ld, a.D), a.scale, kvs[c], a.mask);
-    const float dp = attn_drop(a, dot_rows(dOs + g * a.ld, Vs + c * a.ld, a.D), first + c);
+    const uint32_t bits = attn_bits(a, first + c);  // one hash for both masks
+    const float dp = attn_drop_bits(a, dot_rows(dOs + g * a.ld, Vs + c * a.ld, a.D), bits);
     const float p = valid ? scalar::softmax_exp(logit, lse_g) : 0.0f;
-    p_out[jj] = attn_drop(a, p, first + c);
+    p_out[jj] = attn_drop_bits(a, p, bits);
     ds_out[jj] = valid ? scalar::attention_ds(p, dp, di_g) : 0.0f;
   }
 }

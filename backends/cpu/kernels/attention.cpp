@@ -254,9 +254,14 @@ struct AttnDropMask {
   float scale;
   explicit AttnDropMask(const AttnDropout& d)
       : seed(d.seed), threshold(scalar::dropout_threshold(d.p)), scale(scalar::dropout_scale(d.p)) {}
-  void apply(float* x, int64_t n, int64_t first) const {
-    for (int64_t c = 0; c < n; ++c)
-      x[c] = scalar::dropout_apply(x[c], scalar::dropout_bits(seed, static_cast<uint64_t>(first + c)), threshold, scale);
+  // bits[c] = the hash of element first + c (the dropout op's index).
+  void bits(uint32_t* b, int64_t n, int64_t first) const {
+    for (int64_t c = 0; c < n; ++c) b[c] = scalar::dropout_bits(seed, static_cast<uint64_t>(first + c));
+  }
+  // x[c] dropped or scaled by bits[c].
+  void apply(float* x, const uint32_t* b, int64_t n) const {
+#pragma omp simd
+    for (int64_t c = 0; c < n; ++c) x[c] = scalar::dropout_apply(x[c], b[c], threshold, scale);
   }
 };
 
@@ -396,7 +401,11 @@ void Kernels::attention_forward_impl(const AttentionProblem& d, const AttnOperan
           m[r] = mt;
           // The row sum is the undropped one: dropout acts on the normalised
           // probabilities, which acc / l then gives.
-          if (dropping) drop.apply(srow, nc, (bh * Tq + i0 + r) * Tk + j0);
+          if (dropping) {
+            uint32_t bits[Bc];
+            drop.bits(bits, nc, (bh * Tq + i0 + r) * Tk + j0);
+            drop.apply(srow, bits, nc);
+          }
           if (corr != 1.0f) {
             float* ar = acc.data() + r * Dp;
 #pragma omp simd
@@ -479,14 +488,18 @@ void Kernels::attention_backward_impl(const AttentionProblem& d, const AttnOpera
             mask_row(prow, nc, kvb + j0, scale, mask);
             // With dropout O = drop(P) V: dP through the mask (the gradient
             // wrt P), and dV from drop(P); D_i = rowsum(dO * O) is still
-            // sum_j P_ij dP_ij.
-            if (dropping) drop.apply(dsrow, nc, first);
+            // sum_j P_ij dP_ij. One hash per element serves both masks.
+            uint32_t bits[Bc];
+            if (dropping) {
+              drop.bits(bits, nc, first);
+              drop.apply(dsrow, bits, nc);
+            }
 #pragma omp simd
             for (int64_t c = 0; c < nc; ++c) {
               prow[c] = scalar::softmax_exp(prow[c], li);
               dsrow[c] = scalar::attention_ds(prow[c], dsrow[c], dii);
             }
-            if (dropping) drop.apply(prow, nc, first);
+            if (dropping) drop.apply(prow, bits, nc);
           }
           // dV_tile += P^T dO_tile, dK_tile += dS^T Q_tile (sums over the
           // query tile's rows in order), dQ_tile += dS K_tile (over its keys).
