@@ -45,14 +45,17 @@ namespace {
 struct Interrupted {};
 struct TimeBudgetReached {};  // --max-minutes: stop between repeats
 
+// --assume-gpu's row (main checks the name first).
+CostBasis assumed_basis(const std::string& gpu) {
+  std::string error;
+  if (auto b = assumed_gpu_basis(gpu, &error)) return *b;
+  throw std::invalid_argument(error);
+}
+
 // --dry-run's estimate: --assume-gpu's row, else the device's own row (a
 // known GPU) or, on the CPU, a quick GEMM ceiling per mode the cells use.
 CostBasis dry_run_cost_basis(const std::vector<const Cell*>& cells, const std::string& kind, const RunOptions& opt) {
-  if (!opt.assume_gpu.empty()) {
-    std::string error;
-    if (auto b = assumed_gpu_basis(opt.assume_gpu, &error)) return *b;
-    throw std::invalid_argument(error);  // main checks the name first
-  }
+  if (!opt.assume_gpu.empty()) return assumed_basis(opt.assume_gpu);
   std::unique_ptr<Device> dev;
   try {
     dev = make_device(kind);
@@ -268,8 +271,8 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   }
 
   // The estimate each cell's results keep beside its measured time (runner/cost_estimate.h).
-  CostBasis cost_basis = device_cost_basis(info, start_ceiling);
-  if (!opt.assume_gpu.empty()) cost_basis = dry_run_cost_basis(cells, info.kind, opt);
+  const CostBasis cost_basis =
+      opt.assume_gpu.empty() ? device_cost_basis(info, start_ceiling) : assumed_basis(opt.assume_gpu);
 
   const ResultDirLock lock(dir);  // ResultDirBusy -> caller; held until we return
   for (const StaleMove& m : sweep_result_dir(dir, exp.cells, cells, opt.resume ? EarlierResults::Keep
