@@ -587,13 +587,17 @@ void Device::softmax_backward(const Tensor& dscores, const Tensor& probs, const 
 }
 
 namespace {
-// The problem of attention_forward/backward's contiguous [B,H,T,D] operands.
+// Every fused-attention op's dropout rule (core/attention_layout.h).
 void check_dropout(const char* op, AttnDropout d) {
   if (!(d.p >= 0.0f && d.p < 1.0f)) fail(op, "dropout p must be in [0, 1), got " + num(double(d.p)));
 }
 
-AttentionProblem heads_problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_valid,
-                               float scale, float mask_value, AttnDropout dropout) {
+// The problem of attention_forward/backward's contiguous [B,H,T,D] operands
+// (their shapes checked by the caller), the dropout checked here as
+// packed_problem checks it.
+AttentionProblem heads_problem(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& key_valid, float scale, float mask_value, AttnDropout dropout) {
+  check_dropout(op, dropout);
   AttentionProblem p;
   p.dropout = dropout;
   p.B = q.shape[0], p.H = q.shape[1], p.Tq = q.shape[2], p.Tk = k.shape[2], p.D = q.shape[3];
@@ -647,8 +651,7 @@ void Device::attention_forward(const Tensor& out, const Tensor& lse, const Tenso
                                const Tensor& v, const Tensor& key_valid, float scale, float mask_value,
                                AttnDropout dropout) {
   check_attention("attention_forward", q, k, v, "out", out, lse, key_valid);
-  check_dropout("attention_forward", dropout);
-  const AttentionProblem p = heads_problem(q, k, v, key_valid, scale, mask_value, dropout);
+  const AttentionProblem p = heads_problem("attention_forward", q, k, v, key_valid, scale, mask_value, dropout);
   const int64_t notes = attention_impl_notes_;
   attention_forward_impl(p, {out, p.q.at}, lse);
   count_attention_impl(notes);
@@ -686,13 +689,12 @@ void Device::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
                                 AttnDropout dropout) {
   const char* op = "attention_backward";
   check_attention(op, q, k, v, "out", out, lse, key_valid);
-  check_dropout(op, dropout);
   need_shape(op, "dout", dout, "q", q);
   need_shape(op, "dq", dq, "q", q);
   need_shape(op, "dk", dk, "k", k);
   need_shape(op, "dv", dv, "k", k);
   need_floats(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dout", &dout}});
-  const AttentionProblem p = heads_problem(q, k, v, key_valid, scale, mask_value, dropout);
+  const AttentionProblem p = heads_problem(op, q, k, v, key_valid, scale, mask_value, dropout);
   const int64_t notes = attention_impl_notes_;
   attention_backward_impl(p, {dq, p.q.at}, {dk, p.k.at}, {dv, p.v.at}, {dout, p.q.at}, {out, p.q.at}, lse);
   count_attention_impl(notes);
