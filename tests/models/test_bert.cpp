@@ -331,17 +331,24 @@ TEST(BertGradients, PaddingContentChangesNothing) {
   }
 }
 
+// b's loss and every gradient equal a's to fp32 rounding: fused attention
+// (online softmax), fused residual+LN and the GEMM epilogues sum and round in
+// another order, a few fp32 ulps per op.
+void expect_equal_to_fp32_rounding(const ModelRun& a, const ModelRun& b) {
+  EXPECT_NEAR(b.loss, a.loss, 1e-6 * a.loss);
+  double gmax = 0.0;
+  for (float v : a.grads) gmax = std::max(gmax, double(std::abs(v)));
+  ASSERT_EQ(b.grads.size(), a.grads.size());
+  for (size_t i = 0; i < a.grads.size(); ++i)
+    ASSERT_NEAR(b.grads[i], a.grads[i], 1e-5 * std::abs(a.grads[i]) + 1e-5 * gmax) << "gradient " << i;
+}
+
 TEST(BertGradients, FusedEqualsUnfusedWithinFp32RoundingAtTheBertInit) {
   for (bool pre_ln : {false, true}) {
+    SCOPED_TRACE(pre_ln ? "pre_ln" : "post_ln");
     const ModelRun a = run_model(tiny_problem(pre_ln, false), "fp32", false);
     const ModelRun b = run_model(tiny_problem(pre_ln, true), "fp32", false);
-    EXPECT_NEAR(a.loss, b.loss, 1e-6 * a.loss);
-    double gmax = 0.0;
-    for (float v : a.grads) gmax = std::max(gmax, double(std::abs(v)));
-    // Fused attention (online softmax), fused residual+LN and the GEMM
-    // epilogues sum and round in another order: a few fp32 ulps per op.
-    for (size_t i = 0; i < a.grads.size(); ++i)
-      ASSERT_NEAR(a.grads[i], b.grads[i], 1e-5 * std::abs(a.grads[i]) + 1e-5 * gmax) << "pre_ln " << pre_ln << " " << i;
+    expect_equal_to_fp32_rounding(a, b);
   }
 }
 
@@ -359,11 +366,7 @@ TEST(BertGradients, FusionWithUnfusedAttention) {
   EXPECT_EQ(b.fused_attention_calls, 0);
   EXPECT_EQ(a.description.find("unfused attention"), std::string::npos) << a.description;
   EXPECT_NE(b.description.find("unfused attention"), std::string::npos) << b.description;
-  EXPECT_NEAR(a.loss, b.loss, 1e-6 * a.loss);
-  double gmax = 0.0;
-  for (float v : a.grads) gmax = std::max(gmax, double(std::abs(v)));
-  for (size_t i = 0; i < a.grads.size(); ++i)
-    ASSERT_NEAR(b.grads[i], a.grads[i], 1e-5 * std::abs(a.grads[i]) + 1e-5 * gmax) << i;
+  expect_equal_to_fp32_rounding(a, b);
   const PrecisionPolicy fp32 = resolve_policy("fp32");
   const double est_f = estimate_bert_memory(f.cfg, fp32, double(f.batch))[MemCategory::Activations];
   const double est_u = estimate_bert_memory(u.cfg, fp32, double(u.batch))[MemCategory::Activations];
@@ -545,12 +548,7 @@ TEST(BertDropout, ReproducibleAndDifferentFromNoDropout) {
   // gradient agree to fp32 rounding (the FusedEqualsUnfused bound).
   Problem f = p;
   f.cfg.fused = true;
-  const ModelRun fused = run_model(f);
-  EXPECT_NEAR(fused.loss, a.loss, 1e-6 * a.loss);
-  double gmax = 0.0;
-  for (float v : a.grads) gmax = std::max(gmax, double(std::abs(v)));
-  for (size_t i = 0; i < a.grads.size(); ++i)
-    ASSERT_NEAR(fused.grads[i], a.grads[i], 1e-5 * std::abs(a.grads[i]) + 1e-5 * gmax) << i;
+  expect_equal_to_fp32_rounding(a, run_model(f));
 }
 
 TEST(BertDropout, EachMicroBatchGetsNewMasksAndEvalHasNone) {
