@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/fp8_gemm_layout.h"
 #include "core/device.h"
 
 namespace mpb::cuda {
@@ -14,9 +15,8 @@ class CudaDevice;
 // cuBLASLt's FP8 matmuls take both operands with the reduction index
 // contiguous (its "TN" layout) and leading dimensions that are multiples of
 // 16 bytes: the codes are written as a row-major [out_rows, ld] matrix,
-// ld = k rounded up to 16, the pad columns zero (0x00 is +0 in both formats,
-// so a padded product adds exact zeros: the same sums).
-inline int64_t fp8_padded_k(int64_t k) { return (k + 15) / 16 * 16; }
+// ld = fp8_padded_k(k) (fp8_gemm_layout.h), the pad columns zero (0x00 is +0
+// in both formats, so a padded product adds exact zeros: the same sums).
 
 // Quantizes x, stored row-major [rows, cols], into q: row-major [cols, ld]
 // (x transposed) when `transpose`, else [rows, ld]; the logical width (rows
