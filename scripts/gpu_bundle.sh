@@ -5,6 +5,8 @@
 #   lib/      every shared library they need except glibc's and CUDA's/NVIDIA's
 #             (yaml-cpp, oneDNN, OpenCL's loader, OpenMP, Google Benchmark, libstdc++, libgcc_s)
 #   experiments/, scripts/*.py, bench/*.py, docs/GPU.md, MANIFEST.md
+#   ledger.jsonl  the lease ledger (results/gpu/ledger.jsonl): `bin/gpu-session next` reads it
+#             against MANIFEST.md's CUDA sources hash (scripts/gpu_ledger.py cuda-hash)
 # The binaries get RUNPATH $ORIGIN/../lib and the libraries RUNPATH $ORIGIN; copies are
 # stripped. CUDA (cudart 13, cuBLAS/cuBLASLt, cuDNN 9, NVRTC) comes from the target:
 # lib/cuda-needed.txt lists the sonames the binaries NEED, and bin/mpbench-env finds them.
@@ -22,7 +24,7 @@ while (($#)); do
   case $1 in
     --build-dir) build=${2:?--build-dir needs a directory}; shift 2 ;;
     --out) out=${2:?--out needs a file name}; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_bundle: unknown argument '$1' (usage: gpu_bundle.sh [--build-dir DIR] [--out FILE.tar.gz])" >&2; exit 2 ;;
   esac
 done
@@ -142,6 +144,9 @@ cp -r "$src/experiments" "$root/experiments"
 cp "$src"/scripts/*.py "$root/scripts/"
 cp "$src"/bench/*.py "$root/bench/" 2>/dev/null || true
 cp "$src/docs/GPU.md" "$root/docs/GPU.md"
+# The ledger as committed: which phases have passed at which CUDA sources (empty: none yet).
+if [[ -f $src/results/gpu/ledger.jsonl ]]; then cp "$src/results/gpu/ledger.jsonl" "$root/ledger.jsonl"; else : >"$root/ledger.jsonl"; fi
+cuda_sources=$(python3 "$src/scripts/gpu_ledger.py" cuda-hash "$src") || die "scripts/gpu_ledger.py cuda-hash failed"
 
 # Check: nothing but CUDA, glibc and the bundle's lib/ (LD_LIBRARY_PATH unset).
 for f in "$root"/bin/* "$root"/lib/*; do
@@ -173,6 +178,7 @@ describe() {
   echo "# mpbench GPU bundle"
   echo
   echo "- commit: \`$commit\`$dirty"
+  echo "- CUDA sources: \`$cuda_sources\` (scripts/gpu_ledger.py cuda-hash: backends/cuda, ops, opcheck, tests/gpu, tests/ops as packed; the ledger's key)"
   echo "- packed: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), from $build"
   echo "- build type: ${build_type:-unset}; compiler: $cxx_version; CUDA compiler: nvcc ${nvcc_version:-?}"
   echo "- CUDA architectures (MPB_CUDA_ARCHITECTURES): $archs; bin/runner holds SASS for sm_${sass// /, sm_} and PTX for $(sed -n 's/^ptx //p' <<<"$fatbin")"
@@ -184,6 +190,8 @@ describe() {
   echo "|---|---|"
   for b in "${binaries[@]}"; do echo "| bin/$(basename "$b") | $(describe "$(basename "$b")") |"; done
   echo "| bin/mpbench-env | finds the CUDA libraries here and sets LD_LIBRARY_PATH (\`bin/mpbench-env -- CMD\`, or \`eval \"\$(bin/mpbench-env)\"\`) |"
+  echo "| bin/gpu-session | the run-book in lease-sized phases: \`bin/gpu-session first OUT\` on a first lease, \`next OUT\` after (--help) |"
+  echo "| ledger.jsonl | the lease ledger at packing time (results/gpu/ledger.jsonl): what \`gpu-session next\` reads |"
   echo "| lib/cuda-needed.txt | the CUDA/NVIDIA sonames bin/* and lib/* need from the target (bin/mpbench-env reads it) |"
   for so in $(printf '%s\n' "${!bundled[@]}" | sort); do echo "| lib/$so | from ${bundled[$so]} |"; done
   echo "| experiments/ | the experiment files |"

@@ -6,7 +6,9 @@
 # bundle's lib/ (CUDA's may resolve from the machine: the target provides them);
 # `runner doctor --device cpu --selftest-seconds 1`, `runner selftest --device cpu --quick` and `runner --dry-run
 # experiments/quickstart.yaml` work from a third directory; bin/mpbench-env runs;
-# bin/gpu-session's first phase runs and leaves its summary and tarball.
+# `bin/gpu-session first` runs end to end inside its 450-s budget, every planned step
+# with a row, and leaves its summary and tarball; `gpu_ledger.py add` takes the summary and
+# `gpu-session which` picks the phase from planted ledgers.
 # (Where CUDA is not in the loader's cache, LD_LIBRARY_PATH holds CUDA's directories only.)
 # Usage: test_gpu_bundle.sh SOURCE_DIR BUILD_DIR   (CTest: bundle.test_gpu_bundle, label bundle)
 set -euo pipefail
@@ -78,26 +80,55 @@ grep -q '^export LD_LIBRARY_PATH=' env.txt || fail "mpbench-env printed no expor
 "$b/bin/mpb_bench" --benchmark_list_tests=true >/dev/null || fail "bin/mpb_bench does not start"
 "$b/bin/test_gpu" --gtest_list_tests >/dev/null || fail "bin/test_gpu does not start"
 
-echo "== bin/gpu-session (the run-book's first phase; without a GPU its CUDA steps fail or skip)"
+echo "== bin/gpu-session first (the first lease's phase; without a GPU its CUDA steps fail or skip fast)"
 rc=0
 "$b/bin/gpu-session" nonsense "$tmp/session" >usage.txt 2>&1 || rc=$?
 [[ $rc == 2 ]] || fail "gpu-session with an unknown phase exited $rc, not 2: $(cat usage.txt)"
-# With CUDA_VISIBLE_DEVICES empty, CUDA sees no GPU on any machine (this test's TIMEOUT is far
-# below a real phase): the phase must fail, and say that the GPU tests skipped.
+grep -q "first lease" <("$b/bin/gpu-session" --help) || fail "gpu-session --help does not say what to run on a first lease"
+# With CUDA_VISIBLE_DEVICES empty, CUDA sees no GPU on any machine. The real budget (450 s):
+# the phase must end inside it, run every planned step (none "not run (budget)"), fail,
+# say that the GPU tests skipped, and leave both files.
 rc=0
-CUDA_VISIBLE_DEVICES= "$b/bin/gpu-session" tests "$tmp/session" --budget 60 >session.txt 2>&1 || rc=$?
-sum=$tmp/session/tests-summary.txt
-[[ -f $sum && -f $tmp/session/tests.tar.gz ]] || fail "gpu-session tests left no summary and tarball: $(cat session.txt)"
-for s in mpbench-env doctor gpu-never-run ops-never-run selftest test_ops_cuda test_gpu; do
+t0=$SECONDS
+CUDA_VISIBLE_DEVICES='' "$b/bin/gpu-session" first "$tmp/session" >session.txt 2>&1 || rc=$?
+wall=$((SECONDS - t0))
+cat "$tmp/session/first-summary.txt" 2>/dev/null || true
+sum=$tmp/session/first-summary.txt
+[[ -f $sum && -f $tmp/session/first.tar.gz ]] || fail "gpu-session first left no summary and tarball: $(cat session.txt)"
+((wall <= 450)) || fail "gpu-session first took $wall s, over its 450-s budget"
+grep -E '^gpu-session first: .*, [0-9]+ s of a 450-s budget' "$sum" >/dev/null || fail "the summary's first line is not the budget line: $(head -n 1 "$sum")"
+mapfile -t planned < <("$b/bin/gpu-session" --plan | awk -F'\t' '$1 == "first" && $2 != "budget" {print $2}')
+((${#planned[@]} >= 8)) || fail "gpu-session --plan lists ${#planned[@]} steps for first"
+for s in "${planned[@]}"; do
   grep -q "^$s " "$sum" || fail "the summary has no row for step $s: $(cat "$sum")"
 done
-listing=$(tar tzf "$tmp/session/tests.tar.gz")
-grep -qx 'tests/selftest.txt' <<<"$listing" || fail "the tarball lacks tests/selftest.txt: $listing"
-[[ $rc == 1 ]] || fail "gpu-session tests exited $rc without a GPU, not 1: $(cat "$sum")"
-# gtest's own count ("[  SKIPPED ] N tests, listed below:"), from a run of its own
-n_skipped=$(CUDA_VISIBLE_DEVICES= "$b/bin/test_gpu" 2>&1 | sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\},.*/\1/p')
+grep -q 'not run (budget)' "$sum" && fail "a step of first did not run for lack of budget on a machine where every step fails fast: $(cat "$sum")"
+packed_commit=$(sed -n 's/^- commit: `\([^`]*\)`.*/\1/p' "$b/MANIFEST.md")  # HEAD may have moved since
+grep -q "^bundle: commit $packed_commit, CUDA sources [0-9a-f]\{16\}$" "$sum" ||
+  fail "the summary does not carry the commit and the CUDA sources hash: $(sed -n 2p "$sum")"
+listing=$(tar tzf "$tmp/session/first.tar.gz")
+for f in first/test_ops_cuda.txt first/steps.tsv first/first-summary.txt; do
+  grep -qx "$f" <<<"$listing" || fail "the tarball lacks $f: $listing"
+done
+[[ $rc == 1 ]] || fail "gpu-session first exited $rc without a GPU, not 1: $(cat "$sum")"
+# gtest's own count ("[  SKIPPED ] N tests, listed below:"), from a run of its own; the phase
+# runs test_gpu in two steps (the never-run tests first, then the rest)
+n_skipped=$(CUDA_VISIBLE_DEVICES='' "$b/bin/test_gpu" 2>&1 | sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\},.*/\1/p')
 [[ $n_skipped -gt 0 ]] || fail "bin/test_gpu skipped no test without a GPU"
-grep -E "^test_gpu +ok, $n_skipped skipped" "$sum" >/dev/null ||
-  fail "the summary does not say that $n_skipped GPU tests skipped: $(cat "$sum")"
-grep -E '^selftest +FAILED' "$sum" >/dev/null || fail "selftest --device cuda without a GPU did not fail: $(cat "$sum")"
+said=$(sed -n -E 's/^(gpu-never-run|test_gpu-rest) +ok, ([0-9]+) skipped.*/\2/p' "$sum" | awk '{s += $1} END {print s + 0}')
+[[ $said == "$n_skipped" ]] || fail "the summary says ${said:-no} GPU tests skipped, not $n_skipped: $(cat "$sum")"
+grep -E '^bert-cell +FAILED' "$sum" >/dev/null || fail "the BERT cell on --device cuda without a GPU did not fail: $(cat "$sum")"
+
+echo "== the ledger: add the summary, then \`gpu-session which\` with planted ledgers"
+python3 "$b/scripts/gpu_ledger.py" add "$sum" --dir "$tmp/ledger" >/dev/null || fail "gpu_ledger.py add refused the summary"
+cp "$tmp/ledger/ledger.jsonl" "$b/ledger.jsonl"
+which=$("$b/bin/gpu-session" which) || fail "gpu-session which failed: $which"
+grep -qx 'phase: first' <<<"$which" || fail "after a failed first, which does not say first: $which"
+# The same record with every step passed: next goes on to sanitize.
+python3 -c 'import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+for s in r["steps"]: s["code"] = "ok"
+open(sys.argv[1], "w").write(json.dumps(r) + "\n")' "$b/ledger.jsonl"
+which=$("$b/bin/gpu-session" which) || fail "gpu-session which failed: $which"
+grep -qx 'phase: sanitize' <<<"$which" || fail "after a passed first, which does not say sanitize: $which"
 echo "PASS"

@@ -1,0 +1,284 @@
+#!/usr/bin/python3
+"""bin/gpu-session's plan, scripts/gpu_ledger.py and scripts/gpu_session_summary.py, on the CPU.
+
+- every phase of `gpu-session --plan` lists no more step time than its budget, in the
+  order first, sanitize, smoke, profile, headline, and `first` fits a 540-s call;
+- `gpu_ledger.py next` picks the right phase from planted ledgers (empty; a passed first;
+  a failed or stale step; another CUDA sources hash; optional steps; a partial headline);
+- a summary made from planted logs prints the cell's figures and PyTorch's ratio and
+  carries the commit and CUDA sources, and `add` appends it once (twice: exit 2);
+- the CUDA sources hash moves with backends/cuda and not with the runner.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+from script_test_helpers import SOURCE_DIR, TempDirTest, run_script
+
+SESSION = os.path.join(SOURCE_DIR, "scripts", "bundle", "gpu-session")
+ORDER = ["first", "sanitize", "smoke", "profile", "headline"]
+H = "0123456789abcdef"
+
+
+def plan_text():
+    p = subprocess.run(["bash", SESSION, "--plan"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def plan_steps():
+    """{phase: [steps]} and {phase: budget} from --plan."""
+    steps, budgets = {}, {}
+    for line in plan_text().splitlines():
+        if line.startswith("#"):
+            continue
+        phase, step, secs = line.split("\t")
+        if step == "budget":
+            budgets[phase] = int(secs)
+            steps.setdefault(phase, [])
+        else:
+            steps[phase].append((step, int(secs)))
+    return steps, budgets
+
+
+def record(phase, codes, cuda=H, date="2026-11-27T00:00:00Z"):
+    """A ledger line: every step of PHASE ok unless CODES says otherwise."""
+    steps, _ = plan_steps()
+    return {"schema": "mpbench.gpu_lease/1", "date": date, "phase": phase, "commit": "c0ffee",
+            "cuda_sources": cuda, "gpu": "NVIDIA H100 80GB HBM3",
+            "steps": [{"name": s, "code": codes.get(s, "ok"), "status": codes.get(s, "ok"), "secs": "1"}
+                      for s, _ in steps[phase]]}
+
+
+class Plan(unittest.TestCase):
+    def test_every_phase_fits_its_budget(self):
+        steps, budgets = plan_steps()
+        self.assertEqual(list(budgets), ORDER)
+        for phase in ORDER:
+            total = sum(s for _, s in steps[phase])
+            self.assertLessEqual(total, budgets[phase], f"{phase}: steps list {total} s, budget {budgets[phase]} s")
+            self.assertGreater(len(steps[phase]), 0, phase)
+        # first runs inside a 540-s call (the device tool's timeout_s): 90 s for unpacking and packing
+        self.assertLessEqual(budgets["first"], 450)
+
+    def test_first_has_the_issue_s_steps_in_order(self):
+        names = [s for s, _ in plan_steps()[0]["first"]]
+        for earlier, later in [("mpbench-env", "gpu-never-run"), ("gpu-never-run", "test_ops_cuda"),
+                               ("test_ops_cuda", "bert-cell"), ("bert-cell", "memcheck-small"),
+                               ("memcheck-small", "torch-cell")]:
+            self.assertLess(names.index(earlier), names.index(later), names)
+        self.assertNotIn("selftest", names)  # the op-check table once: test_ops_cuda runs it
+
+    def test_ncu_never_locks_clocks(self):
+        with open(SESSION) as f:
+            text = f.read()
+        calls = [ln for ln in text.splitlines() if "step ncu-layer0" in ln]
+        self.assertTrue(calls and all("--clock-control none" in ln for ln in calls), calls)
+        with open(os.path.join(SOURCE_DIR, "docs", "GPU.md")) as f:
+            profiling = [ln for ln in f if ln.startswith("ncu ") and "--import" not in ln]
+        self.assertTrue(profiling and all("--clock-control none" in ln for ln in profiling), profiling)
+
+    def test_help_says_which_phase_per_lease(self):
+        p = subprocess.run(["bash", SESSION, "--help"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0)
+        for lease in ("first lease", "second lease", "third lease"):
+            self.assertIn(lease, p.stdout)
+
+
+class Next(TempDirTest):
+    def pick(self, records, cuda=H):
+        ledger = os.path.join(self.tmp, "ledger.jsonl")
+        with open(ledger, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)
+        plan = os.path.join(self.tmp, "plan.tsv")
+        with open(plan, "w") as f:
+            f.write(plan_text())
+        p = run_script("gpu_ledger.py", "next", "--ledger", ledger, "--cuda-sources", cuda, "--plan", plan)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.splitlines()[0].removeprefix("phase: "), p.stdout
+
+    def test_empty_ledger_runs_first(self):
+        self.assertEqual(self.pick([])[0], "first")
+
+    def test_after_a_passed_first_runs_sanitize(self):
+        self.assertEqual(self.pick([record("first", {})])[0], "sanitize")
+
+    def test_optional_steps_count_as_passed(self):
+        self.assertEqual(self.pick([record("first", {"torch-cell": "optional", "nvidia-smi": "optional"})])[0],
+                         "sanitize")
+
+    def test_a_failed_step_runs_the_phase_again_and_names_it(self):
+        phase, out = self.pick([record("first", {"test_ops_cuda": "failed", "bert-cell": "timeout"})])
+        self.assertEqual(phase, "first")
+        self.assertIn("test_ops_cuda (failed)", out)
+        self.assertIn("bert-cell (timeout)", out)
+
+    def test_the_latest_record_of_a_step_counts(self):
+        early = record("first", {"bert-cell": "failed"}, date="2026-11-27T00:00:00Z")
+        late = record("first", {}, date="2026-11-28T00:00:00Z")
+        self.assertEqual(self.pick([early, late])[0], "sanitize")
+        self.assertEqual(self.pick([late, early])[0], "first")
+
+    def test_another_cuda_sources_hash_starts_over(self):
+        self.assertEqual(self.pick([record("first", {}), record("sanitize", {})], cuda="fedcba9876543210")[0],
+                         "first")
+
+    def test_not_run_for_budget_is_not_a_pass(self):
+        self.assertEqual(self.pick([record("first", {}), record("sanitize", {"synccheck": "not-run"})])[0],
+                         "sanitize")
+
+    def test_a_missing_step_is_not_a_pass(self):
+        r = record("first", {})
+        r["steps"] = [s for s in r["steps"] if s["name"] != "memcheck-small"]
+        phase, out = self.pick([r])
+        self.assertEqual(phase, "first")
+        self.assertIn("memcheck-small (never ran)", out)
+
+    def test_later_phases_in_order(self):
+        done = [record(p, {}) for p in ORDER[:3]]
+        self.assertEqual(self.pick(done)[0], "profile")
+        self.assertEqual(self.pick(done + [record("profile", {})])[0], "headline")
+        partial = record("headline", {"3090_bert-slice": "partial"})
+        phase, out = self.pick(done + [record("profile", {}), partial])
+        self.assertEqual(phase, "headline")
+        self.assertIn("3090_bert-slice (partial)", out)  # more slices to run, not "every phase passed"
+        phase, out = self.pick([record(p, {}) for p in ORDER])
+        self.assertEqual(phase, "headline")
+        self.assertIn("every phase has passed", out)
+
+    def test_a_bad_ledger_line_is_named(self):
+        ledger = os.path.join(self.tmp, "ledger.jsonl")
+        with open(ledger, "w") as f:
+            f.write(json.dumps(record("first", {})) + "\n{not json\n")
+        plan = os.path.join(self.tmp, "plan.tsv")
+        with open(plan, "w") as f:
+            f.write(plan_text())
+        p = run_script("gpu_ledger.py", "next", "--ledger", ledger, "--cuda-sources", H, "--plan", plan)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(f"{ledger}:2:", p.stderr)
+
+
+class SummaryAndAdd(TempDirTest):
+    def planted_logs(self):
+        """A first phase's log folder as gpu-session leaves it on an H100 (figures made up)."""
+        logs = os.path.join(self.tmp, "first")
+        cells = os.path.join(logs, "results", "gpu_first_cell", "cells")
+        os.makedirs(cells)
+        steps = [s for s, _ in plan_steps()[0]["first"]]
+        with open(os.path.join(logs, "steps.tsv"), "w") as f:
+            for s in steps:
+                code, status = ("failed", "FAILED (exit 1)") if s == "test_ops_cuda" else ("ok", "ok")
+                f.write(f"{s}\t{code}\t{status}\t3\tfirst/{s}.txt\n")
+        texts = {
+            "nvidia-smi": "== nvidia-smi\nname, driver_version, clocks.current.sm [MHz], clocks.max.sm [MHz], "
+                          "memory.total [MiB]\nNVIDIA H100 80GB HBM3, 580.159.04, 1980 MHz, 1980 MHz, 81559 MiB\n",
+            "torch-env": "== torch-env\ntorch 2.11.0+cu130 cuda 13.0 cudnn 91900\ngpu NVIDIA H100 80GB HBM3\n",
+            "test_ops_cuda": "[==========] 412 tests from 3 test suites ran. (9000 ms total)\n[  PASSED  ] 410 tests.\n"
+                             "[  FAILED  ] 2 tests, listed below:\n[  FAILED  ] CudaOps/Case.gemm_fp8_odd\n"
+                             "[  FAILED  ] CudaOps/Case.attention_packed\n"
+                             "mpbench: x.cu:12: kernel gelu_fwd failed while executing (MPB_CUDA_DEBUG_SYNC): boom\n",
+            "memcheck-small": "========= ERROR SUMMARY: 0 errors\n",
+            "torch-cell": "torch                amp_bf16       200000 tokens/s\n",
+        }
+        for name, text in texts.items():
+            with open(os.path.join(logs, name + ".txt"), "w") as f:
+                f.write(text)
+        with open(os.path.join(logs, "doctor.json"), "w") as f:
+            json.dump({"checks": [{"name": "gpu", "status": "ok", "finding": "1 GPU",
+                                   "data": {"libraries": {"cudnn": "9.19.0", "cublasLt": "13.1.0"}}}]}, f)
+        with open(os.path.join(cells, "cell.json"), "w") as f:
+            json.dump({"cell_id": "(base)", "axes": {}, "config": {"precision": "amp_bf16", "fusion": "on",
+                                                                  "model": {"seq_len": 128}},
+                       "summary": {"attention_impl": "cudnn_sdpa", "attention_impl_calls": {"cudnn_sdpa": 720},
+                                   "plans_created_in_timed_steps": 0, "allocs_in_timed_steps": 0,
+                                   "host_syncs_per_step": 2, "gemm_fallbacks": {},
+                                   "step_time_ms": {"median": 16.384}, "samples_per_s": 1953.125,
+                                   "final_loss": 7.1, "eval_loss": 7.0, "utilization": {"mfu": 0.31}}}, f)
+        return logs
+
+    def summary(self, logs):
+        p = run_script("gpu_session_summary.py", "--phase", "first", "--steps", os.path.join(logs, "steps.tsv"),
+                       "--logs", logs, "--budget", "450", "--elapsed", "401", "--commit", "c0ffee",
+                       "--cuda-sources", H)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        path = os.path.join(self.tmp, "first-summary.txt")
+        with open(path, "w") as f:
+            f.write(p.stdout)
+        return path, p.stdout
+
+    def test_the_page_says_the_figures(self):
+        _, text = self.summary(self.planted_logs())
+        for said in ("NVIDIA H100 80GB HBM3", "driver 580.159.04", "cudnn 9.19.0", "its cuDNN 91900",
+                     "attention_impl cudnn_sdpa", "0 plans created, 0 allocations, 2 host syncs/step", "step 16.38 ms",
+                     "250000 tokens/s", "mpbench/PyTorch = 1.25x", "412 ran: 410 passed, 2 failed",
+                     "CudaOps/Case.gemm_fp8_odd", "kernel gelu_fwd failed while executing",
+                     "sanitizer: 0 errors", "commit c0ffee, CUDA sources " + H):
+            self.assertIn(said, text)
+
+    def test_add_appends_once_and_next_reads_it(self):
+        path, _ = self.summary(self.planted_logs())
+        ledger_dir = os.path.join(self.tmp, "gpu")
+        p = run_script("gpu_ledger.py", "add", path, "--dir", ledger_dir)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(ledger_dir, "ledger.jsonl")) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 1)
+        r = json.loads(lines[0])
+        self.assertEqual((r["commit"], r["cuda_sources"], r["gpu"], r["cudnn"]),
+                         ("c0ffee", H, "NVIDIA H100 80GB HBM3", "9.19.0"))
+        with open(os.path.join(ledger_dir, "LEDGER.md")) as f:
+            md = f.read()
+        self.assertIn("| test_ops_cuda | FAILED (exit 1) |", md)
+        self.assertIn("mpbench_over_torch", md)
+        again = run_script("gpu_ledger.py", "add", path, "--dir", ledger_dir)
+        self.assertEqual(again.returncode, 2)
+        self.assertIn("already in", again.stderr)
+        p = run_script("gpu_ledger.py", "next", "--ledger", os.path.join(ledger_dir, "ledger.jsonl"),
+                       "--cuda-sources", H, "--plan", self.plan_file())
+        self.assertIn("phase: first", p.stdout)  # test_ops_cuda failed
+        self.assertIn("test_ops_cuda (failed)", p.stdout)
+
+    def plan_file(self):
+        path = os.path.join(self.tmp, "plan.tsv")
+        with open(path, "w") as f:
+            f.write(plan_text())
+        return path
+
+    def test_add_refuses_a_page_without_a_ledger_line(self):
+        path = os.path.join(self.tmp, "x-summary.txt")
+        with open(path, "w") as f:
+            f.write("gpu-session first: scripts/gpu_session_summary.py FAILED\n")
+        p = run_script("gpu_ledger.py", "add", path, "--dir", os.path.join(self.tmp, "gpu"))
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(path, p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "gpu", "ledger.jsonl")))
+
+
+class CudaHash(TempDirTest):
+    def test_moves_with_cuda_sources_only(self):
+        for rel in ("backends/cuda/a.cu", "tests/gpu/t.cpp", "runner/main.cpp"):
+            os.makedirs(os.path.join(self.tmp, os.path.dirname(rel)), exist_ok=True)
+            with open(os.path.join(self.tmp, rel), "w") as f:
+                f.write("1\n")
+
+        def h():
+            p = run_script("gpu_ledger.py", "cuda-hash", self.tmp)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return p.stdout.strip()
+        first = h()
+        with open(os.path.join(self.tmp, "runner/main.cpp"), "w") as f:
+            f.write("2\n")
+        self.assertEqual(h(), first)
+        with open(os.path.join(self.tmp, "backends/cuda/a.cu"), "w") as f:
+            f.write("2\n")
+        self.assertNotEqual(h(), first)
+        shutil.rmtree(os.path.join(self.tmp, "backends"))
+        self.assertEqual(run_script("gpu_ledger.py", "cuda-hash", self.tmp).returncode, 2)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=1)
