@@ -13,8 +13,10 @@ add appends to the ledger.
 """
 
 import argparse
+import contextlib
 import datetime
 import glob
+import io
 import json
 import os
 import re
@@ -136,7 +138,59 @@ def main():
     print(f"bundle: commit {a.commit or '?'}, CUDA sources {a.cuda_sources or '?'}")
     print(f"GPU: {m['gpu'] or '? (nvidia-smi and PyTorch named none)'}; driver {m['driver'] or '?'}; SM clock {m['sm_clock'] or '?'}")
     print(f"runner's libraries (doctor): {libs}")
+    if m["doctor"]:
+        print(f"doctor's gpu check: {m['doctor']}")
     print(f"PyTorch: {m['torch'] or '?'}, its cuDNN {m['torch_cudnn'] or '?'}")
+    body = io.StringIO()
+    with contextlib.redirect_stdout(body):
+        figures, bad = step_table_and_cells(a, steps)
+    if a.phase == "first":
+        print("\n" + "\n".join(first_answers(steps, figures, bad)))
+    print(body.getvalue(), end="")
+    logs_said = []
+    for pattern in ("cublaslt.*.log", "cudnn.log", "cudnn_frontend.log"):
+        for path in sorted(glob.glob(os.path.join(a.logs, pattern))):
+            logs_said.append(f"{os.path.basename(path)} {os.path.getsize(path)} bytes")
+    print("\nlibrary logs in the tarball: " + (", ".join(logs_said) or "none written"))
+    record = {"schema": "mpbench.gpu_lease/1", "date": date, "phase": a.phase, "commit": a.commit,
+              "cuda_sources": a.cuda_sources, "gpu": m["gpu"], "driver": m["driver"],
+              "cudnn": m["libraries"].get("cudnn", ""), "libraries": m["libraries"], "torch": m["torch"],
+              "torch_cudnn": m["torch_cudnn"], "budget_s": a.budget, "elapsed_s": a.elapsed,
+              "steps": [{"name": n, "code": c, "status": s, "secs": t} for n, c, s, t, _ in steps],
+              "figures": figures}
+    print("\nledger-json: " + json.dumps(record, sort_keys=True))
+    return 0
+
+
+def first_answers(steps, figures, bad):
+    """The first phase's four questions, in the issue's order, each in one line."""
+    codes = {n: c for n, c, *_ in steps}
+    out = ["In short:"]
+    broke = [n for n, c, *_ in steps if c in ("failed", "timeout")]
+    out.append("1. crashes or failures: " + (", ".join(broke) + " (below)" if broke else "none"))
+    ops = figures.get("test_ops_cuda tests")
+    out.append("2. every op against the CPU (test_ops_cuda): " + (ops or f"no count ({codes.get('test_ops_cuda', 'not run')})")
+               + ("; failed: " + ", ".join(sorted(bad)) if bad else ""))
+    cell = next((v for k, v in figures.items() if k.startswith(CELL_EXPERIMENT)), None)
+    if cell:
+        # cuDNN in either bias form ("cudnn_sdpa", "cudnn_sdpa_bias_per_query"), and nothing else
+        impls = (cell.get("attention_impl") or "").split("+")
+        ok = all(i.startswith("cudnn_sdpa") for i in impls) and cell.get("plans_created_in_timed_steps") == 0
+        out.append(f"3. BERT-base amp_bf16 with cuDNN attention and no plan in its timed steps: {'yes' if ok else 'NO'} "
+                   f"(attention_impl {cell.get('attention_impl')}, {fmt(cell.get('plans_created_in_timed_steps'))} plans, "
+                   f"step {fmt(cell.get('step_ms_median'), '.2f')} ms)")
+        ratio = cell.get("mpbench_over_torch")
+        out.append("4. against PyTorch on this GPU: " + (f"mpbench/PyTorch = {ratio:.2f}x (tokens/s)" if ratio else
+                   f"not measured (torch-cell: {codes.get('torch-cell', 'not run')})"))
+    else:
+        out.append(f"3. BERT-base cell: no result (bert-cell: {codes.get('bert-cell', 'not run')})")
+        out.append("4. against PyTorch: no mpbench figure to compare")
+    return out
+
+
+def step_table_and_cells(a, steps):
+    """Prints the step table, failed tests, faults and the cells' figures; returns
+    (figures for the ledger, the failed tests' names)."""
     print()
     print(f"{'step':24s} {'status':18s} {'secs':>6s}  log / tests")
     figures = {}
@@ -191,19 +245,7 @@ def main():
                 figures[f"{experiment} {cell_id}"]["mpbench_over_torch"] = round(ratio, 3)
     if torch and not any(k.startswith(CELL_EXPERIMENT) or k.startswith("gpu_smoke") for k in figures):
         print("\nPyTorch alone: " + ", ".join(f"{p} {v:.0f} tokens/s" for p, v in sorted(torch.items())))
-    logs_said = []
-    for pattern in ("cublaslt.*.log", "cudnn.log", "cudnn_frontend.log"):
-        for path in sorted(glob.glob(os.path.join(a.logs, pattern))):
-            logs_said.append(f"{os.path.basename(path)} {os.path.getsize(path)} bytes")
-    print("\nlibrary logs in the tarball: " + (", ".join(logs_said) or "none written"))
-    record = {"schema": "mpbench.gpu_lease/1", "date": date, "phase": a.phase, "commit": a.commit,
-              "cuda_sources": a.cuda_sources, "gpu": m["gpu"], "driver": m["driver"],
-              "cudnn": m["libraries"].get("cudnn", ""), "libraries": m["libraries"], "torch": m["torch"],
-              "torch_cudnn": m["torch_cudnn"], "budget_s": a.budget, "elapsed_s": a.elapsed,
-              "steps": [{"name": n, "code": c, "status": s, "secs": t} for n, c, s, t, _ in steps],
-              "figures": figures}
-    print("\nledger-json: " + json.dumps(record, sort_keys=True))
-    return 0
+    return figures, failed_tests
 
 
 if __name__ == "__main__":

@@ -216,8 +216,26 @@ class SummaryAndAdd(TempDirTest):
                      "attention_impl cudnn_sdpa", "0 plans created, 0 allocations, 2 host syncs/step", "step 16.38 ms",
                      "250000 tokens/s", "mpbench/PyTorch = 1.25x", "412 ran: 410 passed, 2 failed",
                      "CudaOps/Case.gemm_fp8_odd", "kernel gelu_fwd failed while executing",
-                     "sanitizer: 0 errors", "commit c0ffee, CUDA sources " + H):
+                     "sanitizer: 0 errors", "commit c0ffee, CUDA sources " + H, "doctor's gpu check: ok: 1 GPU", "1. crashes or failures: test_ops_cuda",
+                     "cuDNN attention and no plan in its timed steps: yes",
+                     "4. against PyTorch on this GPU: mpbench/PyTorch = 1.25x"):
             self.assertIn(said, text)
+
+    def test_the_kernel_path_or_a_plan_in_timed_steps_is_a_no(self):
+        logs = self.planted_logs()
+        path = os.path.join(logs, "results", "gpu_first_cell", "cells", "cell.json")
+        for impl, plans in (("cuda_kernel", 0), ("cudnn_sdpa+cuda_kernel", 0), ("cudnn_sdpa", 2)):
+            with open(path) as f:
+                cell = json.load(f)
+            cell["summary"].update(attention_impl=impl, plans_created_in_timed_steps=plans)
+            with open(path, "w") as f:
+                json.dump(cell, f)
+            _, text = self.summary(logs)
+            self.assertIn("no plan in its timed steps: NO", text)
+        cell["summary"].update(attention_impl="cudnn_sdpa_bias_per_query", plans_created_in_timed_steps=0)
+        with open(path, "w") as f:
+            json.dump(cell, f)
+        self.assertIn("no plan in its timed steps: yes", self.summary(logs)[1])  # the per-query bias form is cuDNN too
 
     def test_add_appends_once_and_next_reads_it(self):
         path, _ = self.summary(self.planted_logs())
