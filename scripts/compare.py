@@ -345,10 +345,17 @@ def value_text(metric_name, value):
     return mr.format_number(value, 4 if "loss" in metric_name else 3)
 
 
+def percent_change_text(ratio):
+    """"+20.0%" for new/base = 1.2; a change of 10,000% or more in exponent form ("+3.0e+305%"), so a
+    hand-edited 1e308 cannot print a 300-digit number (issue 33 defect 7)."""
+    percent = 100 * (ratio - 1)
+    return f"{percent:+.1f}%" if abs(percent) < 1e4 else f"{percent:+.1e}%"
+
+
 def change_text(r):
     """Change as text: "-20.0% p=0.001 (blk 1e-06)" for noisy metrics (p of the t test over
     repeats, then of the U test over step blocks), "+0.0%" for deterministic ones; "p=?" = untestable."""
-    text = f"{100 * (r.ratio - 1):+.1f}%" if mr.finite(r.ratio) else (r.note or "—")
+    text = percent_change_text(r.ratio) if mr.finite(r.ratio) else (r.note or "—")
     if r.p_value is not None:
         text += f" p={r.p_value:.3g}" if mr.finite(r.p_value) else " p=?"
     if r.p_blocks is not None and mr.finite(r.p_blocks):

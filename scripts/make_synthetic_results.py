@@ -585,12 +585,18 @@ def make_result_set(out_dir, *, experiment="synthetic", machine="cpu", repeats=5
             elapsed += sum(rep["step_time_ms"]) / 1000 + 0.05
 
     cells.sort(key=lambda c: ids.index(c["cell_id"]))
+    # The run id the runner writes into the manifest and every cell (runner/run_identity.h): one per
+    # generated set, so a cell copied between two sets is a stranger as between two runs.
+    run_id = f"synthetic-{experiment}-{machine}-{seed}-{noise_seed}"
     for c in cells:
+        if not legacy:
+            c["run_id"] = run_id
         write_json(os.path.join(out_dir, "cells", c["slug"] + ".json"), c)
     axis_keys = list(dict.fromkeys(k for a in all_axes for k in a))
     write_summary_csv(os.path.join(out_dir, "summary.csv"), cells, axis_keys, legacy=legacy)
     manifest = {
         "schema": "mpbench.manifest/1", "experiment": experiment,
+        **({} if legacy else {"run_id": run_id}),
         "config_path": f"experiments/{experiment}.yaml",
         "config_hash": canonical_hash({"matrix": matrix, "include": include, "seed": seed}),
         "started": started, "finished": iso_after(started, elapsed),

@@ -13,13 +13,13 @@ import os
 import sys
 
 from mpbench_cell import Cell
+from mpbench_schema import FieldError, check_cell_fields, check_manifest_fields
 from mpbench_resultset import ResultSet
 
 CELL_SCHEMA = "mpbench.cell/1"
 MANIFEST_SCHEMA = "mpbench.manifest/1"
 
 _REQUIRED_CELL_KEYS = ("cell_id", "axes", "repeats", "summary")
-_OBJECT_CELL_KEYS = ("axes", "config", "device", "precision", "testing")
 
 
 class ResultsError(Exception):
@@ -42,6 +42,8 @@ def read_json(path):
         raise ResultsError(path, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ResultsError(path, f"cannot read: {e}") from None
+    except RecursionError:
+        raise ResultsError(path, "invalid JSON: nested too deeply") from None
 
 
 def _check_cell(path, data):
@@ -60,17 +62,12 @@ def _check_cell(path, data):
         raise ResultsError(path, "'repeats' must be a list and 'summary' an object")
     if not isinstance(data["cell_id"], str):
         raise ResultsError(path, f"'cell_id' must be a string, not {type(data['cell_id']).__name__}")
-    # Optional objects (null or absent is fine) that the scripts index by key:
-    # a list or a number there is a damaged file, not a crash (issue 13 D8).
-    for key in _OBJECT_CELL_KEYS:
-        if data.get(key) is not None and not isinstance(data[key], dict):
-            raise ResultsError(path, f"{key!r} must be an object, not {type(data[key]).__name__}")
-    for i, rep in enumerate(data["repeats"]):
-        if not isinstance(rep, dict):
-            raise ResultsError(path, f"repeats[{i}] must be an object, not {type(rep).__name__}")
-        for key in ("loss", "step_time_ms"):
-            if rep.get(key) is not None and not isinstance(rep[key], list):
-                raise ResultsError(path, f"repeats[{i}].{key} must be a list, not {type(rep[key]).__name__}")
+    # Every field's type, finiteness and sign (mpbench_schema): a damaged or
+    # hand-edited field is an input error naming the field (issue 33 defect 2).
+    try:
+        check_cell_fields(data)
+    except FieldError as e:
+        raise ResultsError(path, str(e)) from None
 
 
 def load_cell(path):
@@ -98,6 +95,32 @@ def _resolve_dir(path):
     raise ResultsError(os.path.join(path, "manifest.json"), "file not found (is this a results directory?)")
 
 
+def _refuse_strangers(manifest_path, manifest, cells):
+    """A cell of another experiment or another run (copied in by hand; its config_hash may well
+    match) was measured against another baseline: refuse it, naming the file and what differs
+    (docs/RESULTS.md, "Guarantees"; the runner's rule is runner/run_identity.h). A merged set
+    accepts each shard's run id (manifest.shards[].run_id); a set from before run ids, cells
+    without one."""
+    experiment = manifest.get("experiment")
+    run_ids = [manifest["run_id"]] if isinstance(manifest.get("run_id"), str) else []
+    shards = manifest.get("shards")
+    if run_ids and isinstance(shards, list):
+        run_ids += [s["run_id"] for s in shards if isinstance(s, dict) and isinstance(s.get("run_id"), str)]
+    for cell in cells:
+        if experiment is not None and "experiment" in cell.data and cell.data["experiment"] != experiment:
+            raise ResultsError(cell.path, f"a cell of another experiment: experiment {cell.data['experiment']!r}, "
+                               f"{manifest_path} says {experiment!r}")
+        run_id = cell.data.get("run_id")
+        if run_ids and run_id not in run_ids:
+            got = "no run_id" if run_id is None else f"run_id {run_id!r}"
+            want = " or ".join(repr(r) for r in run_ids)
+            raise ResultsError(cell.path, f"a cell of another run: {got}, {manifest_path} says {want} (it was "
+                               "measured against another run's baseline; move it away)")
+        if not run_ids and run_id is not None:
+            raise ResultsError(cell.path, f"a cell of another run: run_id {run_id!r}, {manifest_path} records none "
+                               "(a set from before run ids)")
+
+
 def _cell_order_key(manifest):
     """Sort key putting cells in the manifest's run order, unknown ones last."""
     order = {cid: i for i, cid in enumerate(manifest.get("cells") or [])}
@@ -114,6 +137,10 @@ def load_results(path):
     schema = manifest.get("schema")
     if schema is not None and schema != MANIFEST_SCHEMA:
         raise ResultsError(manifest_path, f"unsupported schema {schema!r} (expected {MANIFEST_SCHEMA!r})")
+    try:
+        check_manifest_fields(manifest)
+    except FieldError as e:
+        raise ResultsError(manifest_path, str(e)) from None
 
     cells_dir = os.path.join(path, "cells")
     if not os.path.isdir(cells_dir):
@@ -147,5 +174,6 @@ def load_results(path):
                 raise ResultsError(cell.path, f"config_hash {got!r} differs from the manifest's {want!r} for cell "
                                    f"{cell.cell_id!r}: this cell ran with another configuration than the rest of "
                                    "the set (rerun the runner with --resume: it moves stale cells to stale/)")
+    _refuse_strangers(manifest_path, manifest, cells)
     cells.sort(key=_cell_order_key(manifest))
     return ResultSet(path=path, manifest=manifest, cells=cells)

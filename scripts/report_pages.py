@@ -97,8 +97,16 @@ def write_html(rs, plots, notes, path):
         f.write("\n".join(parts))
 
 
+_MD_SPECIAL = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "*": "\\*",
+                             "<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ", "\r": " "})
+
+
 def md_escape(text):
-    return str(text).replace("|", "\\|")
+    """Text from the result files (experiment names, cell ids, notes) as literal Markdown: a `|`
+    would split a table cell, `<b>` or `<script>` would be HTML to a Markdown renderer, `*` and a
+    backtick emphasis and code (issue 33 defect 7; index.html escapes with html.escape). Square
+    brackets stay: the speed-up column's "[lo–hi]" is read as text, and "[a]" alone is no link."""
+    return str(text).translate(_MD_SPECIAL)
 
 
 def markdown_table(header, rows, text_columns=1):
@@ -111,21 +119,23 @@ def markdown_table(header, rows, text_columns=1):
 
 def write_markdown(rs, plots, notes, path):
     """report.md: the same content, images referenced by file name beside it."""
-    lines = [f"# mpbench report: {rs.experiment}", "",
-             f"{len(rs.cells)} cells on **{rs.machine_label()}**.", "", "## Machine and versions", ""]
-    lines += [f"- **{k}**: {v}" for k, v in machine_rows(rs)]
+    lines = [f"# mpbench report: {md_escape(rs.experiment)}", "",
+             f"{len(rs.cells)} cells on **{md_escape(rs.machine_label())}**.", "", "## Machine and versions", ""]
+    lines += [f"- **{md_escape(k)}**: {md_escape(v)}" for k, v in machine_rows(rs)]
     if notes:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
-    lines += ["", "## Noise", ""] + [f"- {n}" for n in noise_lines(rs)]
+        lines += ["", "## Notes", ""] + [f"- {md_escape(n)}" for n in notes]
+    lines += ["", "## Noise", ""] + [f"- {md_escape(n)}" for n in noise_lines(rs)]
     lines += ["", "## Cells", "", markdown_table(summary_columns(rs), summary_rows(rs), text_columns=2), "",
-              summary_legend(rs), ""]
+              md_escape(summary_legend(rs)), ""]
     if has_estimates(rs):
         lines += ["## Estimated vs measured time", "",
-                  markdown_table(ESTIMATE_COLUMNS, estimate_rows(rs), text_columns=2), "", estimate_legend(rs), ""]
+                  markdown_table(ESTIMATE_COLUMNS, estimate_rows(rs), text_columns=2), "",
+                  md_escape(estimate_legend(rs)), ""]
     for p in plots:
         if p.file:
-            lines += [f"## {p.title}", "", f"![{p.title}]({p.name})", "", p.caption, ""]
-            lines += [f"- {n}" for n in p.notes] + ([""] if p.notes else [])
+            title = md_escape(p.title)
+            lines += [f"## {title}", "", f"![{title}]({p.name})", "", md_escape(p.caption), ""]
+            lines += [f"- {md_escape(n)}" for n in p.notes] + ([""] if p.notes else [])
             if p.key_cells:
                 lines += [f"Cell key for {p.name}:", "",
                           markdown_table(KEY_COLUMNS, key_rows(rs, p.key_cells), text_columns=len(KEY_COLUMNS)), ""]
