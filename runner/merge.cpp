@@ -14,6 +14,7 @@
 #include "runner/manifest.h"
 #include "runner/results.h"
 #include "runner/run_experiment.h"
+#include "runner/run_identity.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -243,6 +244,17 @@ MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& o
     if (!j.is_object() || j.value("cell_id", std::string()) != id || j.value("config_hash", std::string()) != want)
       throw MergeError(path.string() + ": not the result of cell '" + id + "' with config_hash " + want +
                        " (its manifest's): run that shard again with --resume (it moves such files to stale/)");
+    // A file of another experiment or run with the same configuration (copied
+    // in by hand) was measured against another baseline: never merged.
+    const std::string shard_run = recorded_run_id(s.manifest);
+    const std::string why =
+        stranger_reason(j, RunMembership{experiment, shard_run.empty() ? std::vector<std::string>{}
+                                                                        : std::vector<std::string>{shard_run},
+                                         shard_run.empty()});
+    if (!why.empty())
+      throw MergeError(path.string() + ": not a result of " + s.name() + "'s run: " + why +
+                       " (--allow-mixed does not change that: move the file away and run that shard again with "
+                       "--resume)");
     (path == cell_path ? out.cells : out.failed).push_back(std::move(j));
     cells_merged.push_back(id);
   }
@@ -252,6 +264,7 @@ MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& o
   // each shard's own record in "shards".
   json m = first.manifest;
   m.erase("shard");
+  m["run_id"] = new_run_id();  // the merged set's own; each cell keeps its shard's (shards[].run_id)
   m["cells"] = matrix;
   m["cell_config_hashes"] = hashes;
   std::string started = first.manifest.value("started", std::string()), finished;
@@ -351,7 +364,8 @@ MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& o
     const json& sm = s->manifest;
     json e = sm.at("shard");
     e["dir"] = fs::absolute(s->dir).lexically_normal().string();
-    for (const char* key : {"started", "finished", "config_hash", "git_commit", "machine", "device", "order", "noise"})
+    for (const char* key :
+         {"run_id", "started", "finished", "config_hash", "git_commit", "machine", "device", "order", "noise"})
       if (sm.contains(key)) e[key] = sm.at(key);
     if (!s->baseline_copy.empty())
       out.notes.push_back("left out " + s->name() + "'s copy of the baseline " + s->baseline_copy +

@@ -177,6 +177,7 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   nlohmann::json j;
   j["schema"] = "mpbench.cell/1";
   j["experiment"] = ctx.experiment;
+  j["run_id"] = ctx.run_id;
   j["cell_id"] = cell.id;
   j["slug"] = cell.slug;
   nlohmann::json axes = nlohmann::json::object();

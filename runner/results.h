@@ -19,6 +19,7 @@ namespace mpb {
 
 struct CellContext {
   std::string experiment;
+  std::string run_id;            // runner/run_identity.h
   const Cell* cell = nullptr;
   const DeviceInfo* device = nullptr;
   PrecisionPolicy policy;

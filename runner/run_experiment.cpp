@@ -28,6 +28,7 @@
 #include "runner/memory_triple.h"
 #include "runner/result_dir.h"
 #include "runner/results.h"
+#include "runner/run_identity.h"
 #include "runner/seconds_since.h"
 #include "runner/stats.h"
 #include "runner/terminal_table.h"
@@ -280,7 +281,32 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     if (!opt.quiet) std::fprintf(stderr, "runner: %s -> %s: %s\n", m.from.c_str(), m.to.c_str(), m.reason.c_str());
   fs::create_directories(dir / "cells");
   fs::create_directories(dir / "partial");
+  // This run's id (runner/run_identity.h): the earlier manifest's while earlier
+  // results stay beside this run's (--resume, or --filter keeping the other
+  // cells), else a new one. A file that stayed but belongs to another run or
+  // experiment (copied in by hand) is refused before anything is written.
+  const std::string earlier_run_id = fs::exists(dir / "manifest.json") ? [&] {
+    try {
+      return recorded_run_id(nlohmann::json::parse(read_file((dir / "manifest.json").string())));
+    } catch (const std::exception&) {
+      return std::string();  // an unreadable manifest is rewritten below
+    }
+  }() : std::string();
+  bool kept_results = false;
+  for (const char* sub : {"cells", "partial", "failed"})
+    if (fs::is_directory(dir / sub) && !fs::is_empty(dir / sub)) kept_results = true;
+  const std::string run_id = kept_results && !earlier_run_id.empty() ? earlier_run_id : new_run_id();
+  const std::vector<std::string> strangers =
+      stranger_files(dir, RunMembership{exp.name, {run_id}, earlier_run_id.empty()});
+  if (!strangers.empty()) {
+    for (const std::string& s : strangers) std::fprintf(stderr, "error: %s\n", s.c_str());
+    std::fprintf(stderr, "error: %zu result file(s) in %s are not this run's: move them away (a cell of another run "
+                 "was measured against another baseline); nothing was written\n", strangers.size(),
+                 dir.string().c_str());
+    return kExitBadInput;
+  }
   nlohmann::json manifest = build_manifest(exp, info, ceiling);
+  manifest["run_id"] = run_id;
   if (info.kind == "cuda") {  // the GPU's fixed facts (runner/gpu_environment.h)
     manifest["device"]["gpu"]["nvml"] = telemetry ? gpu_environment_json(telemetry->nvml()) : nlohmann::json(nullptr);
     if (!telemetry) manifest["device"]["gpu"]["nvml_why"] = telemetry_why;
@@ -344,6 +370,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
     auto update = [&](size_t i, const nlohmann::json* base) {
       nlohmann::json updated = done[i];
       updated["is_baseline"] = of[i]->is_baseline;
+      updated["run_id"] = run_id;  // a file from before run ids, in a directory it started, joins this run
       apply_speedup(updated, base);
       if (updated == done[i]) return;  // unchanged files are not rewritten
       write_file_atomic(paths[i].string(), updated.dump(1) + "\n");
@@ -381,7 +408,10 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   Watchdog watchdog(opt.watchdog, [&](const WatchdogReport& r) {
     const RunUnit* u = training.load();
     if (!u) return;
-    record_hang_and_restart(failed_path(*u->cell), hung_cell_record(*u->cell, u->repeat, r));
+    nlohmann::json record = hung_cell_record(*u->cell, u->repeat, r);
+    record["experiment"] = exp.name;
+    record["run_id"] = run_id;
+    record_hang_and_restart(failed_path(*u->cell), record);
     std::_Exit(kExitFailure);  // exec failed; the training thread is stuck, so end here
   });
   try {
@@ -498,6 +528,8 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
 
         if (int(reps.size()) < cfg.repeats) {
           nlohmann::json side = {{"schema", "mpbench.partial/1"},
+                                 {"experiment", exp.name},
+                                 {"run_id", run_id},
                                  {"cell_id", cell.id},
                                  {"config_hash", config_hash(cell_config_to_json(cfg))},
                                  {"repeats", reps}};
@@ -506,6 +538,7 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
         }
         CellContext ctx;
         ctx.experiment = exp.name;
+        ctx.run_id = run_id;
         ctx.cell = &cell;
         ctx.device = &info;
         ctx.policy = cfg.policy;

@@ -11,12 +11,13 @@ ceilings are added by later runner issues), so accessors return None or empty
 arrays instead of raising; only a structurally broken file raises
 `ResultsError`, which always names the offending file.
 
-The code lives in five modules with one job each; this one only gathers them:
+The code lives in six modules with one job each; this one only gathers them:
   mpbench_values       JSON numbers and config settings, and their text (tables, bytes)
   mpbench_cell         one cell file: `Cell`, its speed-up interval and step noise
   mpbench_resultset    one run: `ResultSet`, run order, machine load, machine identity
   mpbench_environment  which environment fields of two manifests differ
   mpbench_load         the files on disk: finding, reading and checking them
+  mpbench_schema       the one schema check of a cell file or manifest: every field's type
 """
 
 from mpbench_cell import Cell, SpeedupInterval, StepNoise

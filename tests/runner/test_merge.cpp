@@ -222,5 +222,50 @@ TEST_F(Merge, NeverWritesOverAnExistingSet) {
   EXPECT_EQ(read(tree_.path("out/e/manifest.json")), "{\"mine\": true}");
 }
 
+// Issue 33 defect 3: shards launched separately each have their own run id; a
+// cell copied in from another run (an unsharded one) or another experiment has
+// the right config_hash but is refused, naming the file and what differs.
+TEST_F(Merge, RefusesACellOfAnotherRunOrExperimentEvenWithAllowMixed) {
+  auto with_run_ids = [&](int i, const json& cell_edit) {
+    json m = shard_manifest(i);
+    m["run_id"] = "run-of-shard-" + std::to_string(i);
+    write_shard(i, m);
+    for (const auto& entry : fs::directory_iterator(dirs_[size_t(i)] / "cells")) {
+      json c = json::parse(read(entry.path()));
+      c["experiment"] = "e";
+      c["run_id"] = m["run_id"];
+      if (c["cell_id"] == "x=4") c.update(cell_edit);
+      tree_.write(fs::relative(entry.path(), tree_.path("")).string(), c.dump());
+    }
+  };
+  with_run_ids(0, json::object());
+  with_run_ids(1, json::object());
+  const json merged = merge_shards(dirs_, {}).manifest;
+  EXPECT_EQ(merged["shards"][0]["run_id"], "run-of-shard-0");
+  EXPECT_EQ(merged["shards"][1]["run_id"], "run-of-shard-1");
+  EXPECT_NE(merged["run_id"], "run-of-shard-0");  // the merged set's own
+  EXPECT_FALSE(merged["run_id"].get<std::string>().empty());
+
+  MergeOptions allow;
+  allow.allow_mixed = true;
+  const std::string path = (dirs_[1] / "cells" / (cell_slug("x=4") + ".json")).string();
+  with_run_ids(1, json{{"run_id", "unsharded-run"}});
+  for (const MergeOptions& opt : {MergeOptions{}, allow}) {
+    const std::string why = refusal(dirs_, opt);
+    EXPECT_NE(why.find(path + ": not a result of shard 1/2"), std::string::npos) << why;
+    EXPECT_NE(why.find("run_id 'unsharded-run', this run's is 'run-of-shard-1'"), std::string::npos) << why;
+  }
+  with_run_ids(1, json{{"experiment", "tinyb"}, {"run_id", "run-of-shard-1"}});
+  std::string why = refusal(dirs_, allow);
+  EXPECT_NE(why.find(path + ": not a result of shard 1/2"), std::string::npos) << why;
+  EXPECT_NE(why.find("experiment 'tinyb', this run's is 'e'"), std::string::npos) << why;
+  with_run_ids(1, json::object());
+  json no_id = json::parse(read(path));
+  no_id.erase("run_id");
+  tree_.write(fs::relative(path, tree_.path("")).string(), no_id.dump());
+  why = refusal(dirs_, allow);
+  EXPECT_NE(why.find("no run_id, this run's is 'run-of-shard-1'"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace mpb
