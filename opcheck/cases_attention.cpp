@@ -299,10 +299,12 @@ class Attention : public Instance {
           }
     return zero;
   }
+  // Calls cuDNN ran, in either bias form ("cudnn_sdpa", "cudnn_sdpa_bias_per_query").
   static int64_t sdpa_calls(const Device& dev) {
-    const auto& m = dev.counters().attention_impls;
-    const auto it = m.find("cudnn_sdpa");
-    return it == m.end() ? 0 : it->second;
+    int64_t n = 0;
+    for (const auto& [impl, calls] : dev.counters().attention_impls)
+      if (impl.rfind("cudnn_sdpa", 0) == 0) n += calls;
+    return n;
   }
   // cuDNN SDPA (the CUDA backend in fp16/bf16) rounds P to the I/O dtype
   // before O = P V and dS before dQ/dK (tensor-core operands): the unfused

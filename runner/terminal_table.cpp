@@ -62,12 +62,18 @@ void print_step_counters(const std::vector<nlohmann::json>& cells) {
     if (!fb.empty()) std::printf("note: %s: fused GEMM epilogues the library refused, run unfused: %s\n", id.c_str(), fb.c_str());
     // The CUDA backend's hand-written attention kernel (fp32 math on CUDA
     // cores) instead of cuDNN SDPA: shapes cuDNN refuses, builds without
-    // cudnn_frontend (docs/GPU.md; fp32/TF32 BERT cells run unfused attention).
+    // cudnn_frontend, and the labels that say cuDNN failed
+    // ("cuda_kernel_cudnn_unavailable", "cuda_kernel_cudnn_plan_failed":
+    // backends/cuda/sdpa_policy.h). docs/GPU.md; fp32/TF32 BERT cells run
+    // unfused attention.
     const nlohmann::json attention = s.value("attention_impl_calls", nlohmann::json::object());
-    if (attention.value("cuda_kernel", int64_t{0}) > 0)
+    int64_t kernel_calls = 0;
+    for (const auto& [impl, n] : attention.items())
+      if (impl.rfind("cuda_kernel", 0) == 0) kernel_calls += n.get<int64_t>();
+    if (kernel_calls > 0)
       std::printf("note: %s: fused attention ran the hand-written CUDA kernel for %lld call(s), not cuDNN SDPA "
                   "(attention_impl %s)\n",
-                  id.c_str(), static_cast<long long>(attention.value("cuda_kernel", int64_t{0})),
+                  id.c_str(), static_cast<long long>(kernel_calls),
                   s.value("attention_impl", nlohmann::json("?")).dump().c_str());
   }
 }

@@ -591,24 +591,26 @@ const void* first_element(const AttnOperand& x) {
 }
 void* first_element_mut(const AttnOperand& x) { return const_cast<void*>(first_element(x)); }
 
-// cuDNN SDPA dispatch: the plan when cuDNN runs the call, else null. fp16/bf16 only, every operand in q's
+// cuDNN SDPA dispatch: the plan when cuDNN runs the call, else null (with the
+// kernel call's label where cuDNN's failure is the reason). fp16/bf16 only, every operand in q's
 // dtype (the graph has one I/O dtype; fp32/TF32 attention stays on the
 // hand-written kernel: cuDNN's SDPA has no fp32 path). Every operand's first
 // element and its strides 16-byte aligned (cuDNN's vector loads; the device
 // allocator's pointers are 256-byte aligned, so only an odd slice, an odd
 // head dim or hidden size misses that). Then the shape is cuDNN's to accept or
-// refuse (CudnnSdpa::prepare: the graph's validate, heuristics and
-// check_support, cached per shape, a refusal printed once with cuDNN's
-// reason). Every call cuDNN does not run is counted as "cuda_kernel" in the
-// device's attention_impls (core/device_counters.h), so none is silent.
-SdpaPlan* cudnn_plan(CudnnSdpa& sdpa, const SdpaKey& key, std::initializer_list<const AttnOperand*> operands) {
-  if (key.dtype != DType::F16 && key.dtype != DType::BF16) return nullptr;
+// refuse (CudnnSdpa::prepare: the graph's validate, heuristics, check_support
+// and build_plans in either bias form, cached per shape and GPU for the
+// process, a refusal printed once with cuDNN's reasons; a GPU whose cuDNN
+// handle cannot be made runs the kernel, said once). Every call cuDNN does not run is counted as a
+// "cuda_kernel..." label in the device's attention_impls (core/device_counters.h), so none is silent.
+SdpaChoice cudnn_plan(CudnnSdpa& sdpa, const SdpaKey& key, std::initializer_list<const AttnOperand*> operands) {
+  if (key.dtype != DType::F16 && key.dtype != DType::BF16) return {};
   const auto aligned = [](int64_t bytes) { return bytes % 16 == 0; };
   for (const AttnOperand* x : operands) {
     const int64_t e = static_cast<int64_t>(dtype_size(x->t.dtype));
     if (x->t.dtype != key.dtype || reinterpret_cast<uintptr_t>(first_element(*x)) % 16 != 0 ||
         !aligned(x->at.batch * e) || !aligned(x->at.head * e) || !aligned(x->at.row * e))
-      return nullptr;
+      return {};
   }
   return sdpa.prepare(key);
 }
@@ -638,11 +640,21 @@ SdpaKey sdpa_key(const AttentionProblem& p, const HeadLayout& out, bool backward
 // must run the same implementation: cuDNN (its Philox stream) for both, or
 // the hand-written kernels (ops/dropout.h's hash) for both. The forward's
 // plan, or null where it runs the kernel: cuDNN runs a dropout forward only
-// when it also accepts the backward's graph.
-SdpaPlan* forward_plan(CudnnSdpa& sdpa, const AttentionProblem& p, const AttnOperand& out) {
-  SdpaPlan* plan = cudnn_plan(sdpa, sdpa_key(p, out.at, false), {&out, &p.q, &p.k, &p.v});
-  if (plan && p.dropout.p > 0.0f && !sdpa.prepare(sdpa_key(p, out.at, true))) return nullptr;
-  return plan;
+// when it also accepts the backward's graph (else the backward's reason is
+// the forward's label).
+SdpaChoice forward_plan(CudnnSdpa& sdpa, const AttentionProblem& p, const AttnOperand& out) {
+  const SdpaChoice choice = cudnn_plan(sdpa, sdpa_key(p, out.at, false), {&out, &p.q, &p.k, &p.v});
+  if (choice.plan && p.dropout.p > 0.0f) {
+    const SdpaChoice backward = sdpa.prepare(sdpa_key(p, out.at, true));
+    if (!backward.plan) return backward;
+  }
+  return choice;
+}
+
+// A call the kernel runs because of cuDNN says why (null: the device's own
+// "cuda_kernel" count).
+void note_kernel_reason(CudaDevice& dev, const SdpaChoice& c) {
+  if (!c.plan && c.kernel_label) dev.note_attention_impl(c.kernel_label);
 }
 
 }  // namespace
@@ -664,7 +676,9 @@ static const int64_t* upload_dropout_seed(CudaDevice& dev, const AttentionProble
   return so;
 }
 
-// The [B,1,1,Tk] bias in q's dtype from key_valid, into its scratch slot.
+// The bias's B*Tk values in q's dtype from key_valid, into its scratch slot
+// (the graph declares them [B,1,1,Tk] or [B,1,Tq,Tk] with stride 0 on Tq:
+// the same memory either way, sdpa_policy.h).
 static void* build_attention_bias(CudaDevice& dev, const AttentionProblem& p) {
   const DType t = p.q.t.dtype;
   const int64_t n = p.key_valid.numel();
@@ -681,7 +695,8 @@ void CudaDevice::attention_forward_impl(const AttentionProblem& p, const AttnOpe
   const char* op = "attention_forward";
 #ifdef MPB_HAVE_CUDNN_FRONTEND
   {
-    if (SdpaPlan* plan = forward_plan(*sdpa_, p, out)) {
+    const SdpaChoice choice = forward_plan(*sdpa_, p, out);
+    if (SdpaPlan* plan = choice.plan) {
       SdpaForwardArgs a;
       a.out = first_element_mut(out);
       a.lse = static_cast<float*>(lse.data);
@@ -689,9 +704,10 @@ void CudaDevice::attention_forward_impl(const AttentionProblem& p, const AttnOpe
       a.bias = build_attention_bias(*this, p);
       a.seed_offset = upload_dropout_seed(*this, p);
       sdpa_->forward(*plan, a, cudnn_workspace(*this, *plan));
-      note_attention_impl("cudnn_sdpa");
+      note_attention_impl(CudnnSdpa::impl_label(*plan));
       return;
     }
+    note_kernel_reason(*this, choice);
   }
 #endif
   check_limits(op, p);
@@ -714,12 +730,13 @@ void CudaDevice::attention_backward_impl(const AttentionProblem& p, const AttnOp
     // The graph gives each gradient its operand's strides (SdpaKey).
     const bool same_strides = strides_of(dq.at) == strides_of(p.q.at) && strides_of(dk.at) == strides_of(p.k.at) &&
                               strides_of(dv.at) == strides_of(p.v.at) && strides_of(dout.at) == strides_of(out.at);
-    SdpaPlan* plan = same_strides ? cudnn_plan(*sdpa_, sdpa_key(p, out.at, true),
-                                               {&dq, &dk, &dv, &dout, &out, &p.q, &p.k, &p.v})
-                                  : nullptr;
+    const SdpaChoice choice = same_strides ? cudnn_plan(*sdpa_, sdpa_key(p, out.at, true),
+                                                        {&dq, &dk, &dv, &dout, &out, &p.q, &p.k, &p.v})
+                                           : SdpaChoice{};
+    SdpaPlan* plan = choice.plan;
     // With dropout the forward chose the implementation (forward_plan): a
     // backward that cannot follow it would apply another mask.
-    if (p.dropout.p > 0.0f && (forward_plan(*sdpa_, p, out) != nullptr) != (plan != nullptr))
+    if (p.dropout.p > 0.0f && (forward_plan(*sdpa_, p, out).plan != nullptr) != (plan != nullptr))
       throw DeviceError(std::string(op) + ": with dropout, the forward of this call ran " +
                         (plan ? "the hand-written kernel" : "cuDNN SDPA") + " but the backward's gradients (dtype, " +
                         "strides or alignment) take the other, whose dropout mask differs");
@@ -732,9 +749,10 @@ void CudaDevice::attention_backward_impl(const AttentionProblem& p, const AttnOp
       a.bias = build_attention_bias(*this, p);
       a.seed_offset = upload_dropout_seed(*this, p);
       sdpa_->backward(*plan, a, cudnn_workspace(*this, *plan));
-      note_attention_impl("cudnn_sdpa");
+      note_attention_impl(CudnnSdpa::impl_label(*plan));
       return;
     }
+    note_kernel_reason(*this, choice);
   }
 #endif
   check_limits(op, p);

@@ -10,6 +10,8 @@
 #define CUDNN_FRONTEND_SKIP_JSON_LIB 1
 #include <cudnn_frontend.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -19,7 +21,9 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
+#include "backends/cuda/ordinal_plan_cache.h"
 #include "backends/cuda/plan_key.h"
+#include "backends/cuda/sdpa_policy.h"
 
 namespace mpb::cuda {
 
@@ -60,6 +64,52 @@ std::string message(const SdpaKey& key, const char* step, fe::error_t& e) {
   throw DeviceError(message(key, step, e));
 }
 
+// A cuDNN handle, owned: cudnnDestroy when released. `stream_user` is the
+// CudnnSdpa (by its serial number; 0: none) whose stream the handle is set
+// to: devices of one GPU share the handle, each with its own stream.
+class CudnnHandle {
+ public:
+  CudnnHandle() = default;
+  explicit CudnnHandle(cudnnHandle_t h) : h_(h) {}
+  CudnnHandle(CudnnHandle&& o) noexcept : h_(o.h_), stream_user(o.stream_user) { o.h_ = nullptr; }
+  CudnnHandle& operator=(CudnnHandle&& o) noexcept {
+    if (this != &o) {
+      release();
+      h_ = o.h_, stream_user = o.stream_user;
+      o.h_ = nullptr;
+    }
+    return *this;
+  }
+  ~CudnnHandle() { release(); }
+  explicit operator bool() const { return h_ != nullptr; }
+  cudnnHandle_t get() const { return h_; }
+  uint64_t stream_user = 0;
+
+ private:
+  void release() {
+    if (!h_) return;
+    const cudnnStatus_t st = cudnnDestroy(h_);
+    if (st != CUDNN_STATUS_SUCCESS)
+      std::fprintf(stderr, "mpbench cuda: cudnnDestroy failed: %s\n", cudnnGetErrorString(st));
+    h_ = nullptr;
+  }
+  cudnnHandle_t h_ = nullptr;
+};
+
+// The current CUDA device's cuDNN handle, or an empty one with the reason:
+// cuDNN 9 loads its sub-libraries (libcudnn_graph, engines_*) on demand, so
+// a missing one shows up here or in a graph build, not at link time.
+CudnnHandle make_handle(std::string* failure) {
+  cudnnHandle_t h = nullptr;
+  const cudnnStatus_t st = cudnnCreate(&h);
+  if (st == CUDNN_STATUS_SUCCESS) return CudnnHandle(h);
+  char detail[512] = {0};
+  cudnnGetLastErrorString(detail, sizeof detail);
+  *failure = std::string("cudnnCreate: ") + cudnnGetErrorString(st) + (detail[0] ? std::string(": ") + detail : "");
+  (void)cudaGetLastError();  // nothing of this may reach the next launch check
+  return CudnnHandle();
+}
+
 fe::DataType_t fe_type(DType t) {
   switch (t) {
     case DType::F16: return fe::DataType_t::HALF;
@@ -96,8 +146,10 @@ struct KeyHash {
 struct SdpaPlan {
   SdpaKey key;
   std::shared_ptr<fe::graph::Graph> graph;  // null when refused
+  SdpaBiasForm bias_form = SdpaBiasForm::kBroadcast;  // the form the graph declares
+  SdpaVerdict verdict = SdpaVerdict::kRuns;
   size_t workspace = 0;
-  std::string refusal;
+  std::string refusal;  // every form's reason, when no graph was built
   // uid -> device pointer, every uid of the graph present from the start, so
   // a call assigns values and inserts nothing.
   std::unordered_map<int64_t, void*> pack;
@@ -112,23 +164,49 @@ std::string SdpaKey::describe() const {
          (dropout > 0.0f ? " dropout " + std::to_string(dropout) : "");
 }
 
+namespace {
+
+using SdpaCache = OrdinalPlanCache<CudnnHandle, SdpaKey, SdpaPlan, KeyHash>;
+
+// The process's one cache. A function-local static, first made by the first
+// fp16/bf16 attention call, i.e. after the CUDA runtime was initialised by
+// the device's constructor: static destruction runs in reverse order of
+// construction, so at exit the graphs and then the handles are released
+// before the runtime tears down its contexts. `gone` (trivially destructible,
+// so still readable afterwards) tells a device that outlives it (one held in
+// a static) not to touch it.
+struct ProcessSdpaCache {
+  SdpaCache cache;
+  static bool& gone() {
+    static bool g = false;
+    return g;
+  }
+  ~ProcessSdpaCache() { gone() = true; }
+};
+SdpaCache& process_cache() {
+  static ProcessSdpaCache c;
+  return c.cache;
+}
+
+// Each CudnnSdpa's number, for CudnnHandle::stream_user (an address could be
+// reused by the next device).
+std::atomic<uint64_t> g_next_serial{1};
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
 struct CudnnSdpa::Impl {
   CudaDevice& dev;
-  cudnnHandle_t handle = nullptr;
-  std::unordered_map<SdpaKey, SdpaPlan, KeyHash> graphs;  // node-based: a plan's address never changes
+  const uint64_t serial = g_next_serial.fetch_add(1);
+  SdpaCache::Context* ctx = nullptr;  // this GPU's, from the first prepare()
 
   explicit Impl(CudaDevice& d) : dev(d) {}
-  ~Impl() {
-    graphs.clear();  // the plans before the handle they were built with
-    if (handle) {
-      const cudnnStatus_t st = cudnnDestroy(handle);
-      if (st != CUDNN_STATUS_SUCCESS)
-        std::fprintf(stderr, "mpbench cuda: cudnnDestroy failed: %s\n", cudnnGetErrorString(st));
-    }
-  }
 
   // The graph of `key`, without building it (validate() does that).
-  std::shared_ptr<fe::graph::Graph> describe_graph(const SdpaKey& k) const {
+  static std::shared_ptr<fe::graph::Graph> describe_graph(const SdpaKey& k, SdpaBiasForm form) {
     auto g = std::make_shared<fe::graph::Graph>();
     g->set_io_data_type(fe_type(k.dtype))
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -136,13 +214,15 @@ struct CudnnSdpa::Impl {
     auto Q = g->tensor(bhtd("Q", kQ, k.B, k.H, k.Tq, k.D, k.q_at));
     auto K = g->tensor(bhtd("K", kK, k.B, k.H, k.Tk, k.D, k.k_at));
     auto V = g->tensor(bhtd("V", kV, k.B, k.H, k.Tk, k.D, k.v_at));
-    // The padding mask as an additive bias, broadcast over heads and queries
-    // (ops/attention.h attention_bias: 0, the rounded mask value, or NaN).
+    // The padding mask as an additive bias over heads and queries
+    // (ops/attention.h attention_bias: 0, the rounded mask value, or NaN),
+    // in the form this attempt declares (sdpa_policy.h).
+    const SdpaBiasDims bd = sdpa_bias_dims(form, k.B, k.Tq, k.Tk);
     auto bias = g->tensor(fe::graph::Tensor_attributes()
                               .set_name("bias")
                               .set_uid(kBias)
-                              .set_dim({k.B, 1, 1, k.Tk})
-                              .set_stride({k.Tk, k.Tk, k.Tk, 1}));
+                              .set_dim(std::vector<int64_t>(bd.dim.begin(), bd.dim.end()))
+                              .set_stride(std::vector<int64_t>(bd.stride.begin(), bd.stride.end())));
     // Dropout's Philox seed and offset: int64 scalars in device memory.
     std::shared_ptr<fe::graph::Tensor_attributes> seed, offset;
     if (k.dropout > 0.0f) {
@@ -195,53 +275,70 @@ struct CudnnSdpa::Impl {
     return g;
   }
 
-  // Builds and caches the key's graph. "Not supported" answers (validate's
-  // support surface, the heuristics finding no engine, check_support finding
-  // no plan that runs the graph) are cached refusals; any other failure
-  // throws.
-  SdpaPlan& entry(const SdpaKey& key) {
-    if (auto it = graphs.find(key); it != graphs.end()) return it->second;
-    dev.note_plan_created();
+  // One build attempt of `key` with the bias in `form`: the graph, or null
+  // with the failure's kind and message in *failure / *why. Errors that are
+  // neither a refusal nor a plan failure (sdpa_policy.h) throw.
+  std::shared_ptr<fe::graph::Graph> try_build(const SdpaKey& key, SdpaBiasForm form, SdpaFailure* failure,
+                                              std::string* why, size_t* workspace) {
+    std::shared_ptr<fe::graph::Graph> g = describe_graph(key, form);
+    cudnnHandle_t handle = ctx->handle.get();
+    const auto failed = [&](SdpaBuildStep step, fe::error_t& err) {
+      const fe::error_code_t c = err.get_code();
+      *failure = classify_sdpa_failure(step, c == fe::error_code_t::GRAPH_NOT_SUPPORTED,
+                                       c == fe::error_code_t::HEURISTIC_QUERY_FAILED);
+      if (*failure == SdpaFailure::kError) throw_fe(key, sdpa_step_name(step), err);
+      *why = message(key, sdpa_step_name(step), err) + " (" + sdpa_bias_form_name(form) + ")";
+      return nullptr;
+    };
+    if (fe::error_t err = g->validate(); err.is_bad()) return failed(SdpaBuildStep::kValidate, err);
+    if (fe::error_t err = g->build_operation_graph(handle); err.is_bad())
+      return failed(SdpaBuildStep::kBuildOperationGraph, err);
+    if (fe::error_t err = g->create_execution_plans({fe::HeurMode_t::A}); err.is_bad())
+      return failed(SdpaBuildStep::kCreateExecutionPlans, err);
+    if (fe::error_t err = g->check_support(); err.is_bad()) return failed(SdpaBuildStep::kCheckSupport, err);
+    if (fe::error_t err = g->build_plans(); err.is_bad()) return failed(SdpaBuildStep::kBuildPlans, err);
+    int64_t ws = 0;
+    if (fe::error_t err = g->get_workspace_size(ws); err.is_bad()) return failed(SdpaBuildStep::kWorkspaceSize, err);
+    if (ws < 0) throw DeviceError("cuDNN SDPA: " + key.describe() + ": negative workspace size " + std::to_string(ws));
+    *workspace = static_cast<size_t>(ws);
+    return g;
+  }
+
+  // Builds the key's plan: each bias form in turn (SdpaBiasAttempts), each
+  // attempt a plan creation on this device. One stderr line per key with
+  // the time it took; a refusal's line is its only report (it is cached).
+  SdpaPlan build(const SdpaKey& key) {
     SdpaPlan e;
     e.key = key;
-    auto refuse = [&](const char* step, fe::error_t& err) -> SdpaPlan& {
-      e.graph.reset();
-      e.refusal = message(key, step, err);
-      // Once per shape (the refusal is cached); every call it affects is
-      // counted as "cuda_kernel" in the cell's attention_impl.
-      std::fprintf(stderr, "mpbench cuda: %s; fused attention at this shape runs the hand-written kernel\n",
-                   e.refusal.c_str());
-      return graphs.emplace(key, std::move(e)).first->second;
-    };
-    std::shared_ptr<fe::graph::Graph> g = describe_graph(key);
-    if (fe::error_t err = g->validate(); err.is_bad()) {
-      if (err.get_code() == fe::error_code_t::GRAPH_NOT_SUPPORTED) return refuse("validate", err);
-      throw_fe(key, "validate", err);
+    SdpaBiasAttempts attempts;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      dev.note_plan_created();
+      SdpaFailure failure = SdpaFailure::kRefused;
+      std::string why;
+      e.graph = try_build(key, attempts.form(), &failure, &why, &e.workspace);
+      if (e.graph) {
+        e.bias_form = attempts.form();
+        std::fprintf(stderr, "mpbench cuda: cuDNN SDPA graph %s (%s) built in %.1f ms\n", key.describe().c_str(),
+                     sdpa_bias_form_name(e.bias_form), ms_since(t0));
+        break;
+      }
+      e.refusal += (e.refusal.empty() ? "" : "; then ") + why;
+      if (!attempts.failed(failure)) {
+        e.verdict = attempts.verdict();
+        const char* label = sdpa_fallback_label(e.verdict);
+        std::fprintf(stderr,
+                     "mpbench cuda: %s; after %.1f ms of graph building, fused attention at this shape runs the "
+                     "hand-written kernel (attention_impl %s)\n",
+                     e.refusal.c_str(), ms_since(t0), label ? label : "cuda_kernel");
+        return e;
+      }
     }
-    if (fe::error_t err = g->build_operation_graph(handle); err.is_bad()) {
-      if (err.get_code() == fe::error_code_t::GRAPH_NOT_SUPPORTED) return refuse("build_operation_graph", err);
-      throw_fe(key, "build_operation_graph", err);
-    }
-    if (fe::error_t err = g->create_execution_plans({fe::HeurMode_t::A}); err.is_bad()) {
-      if (err.get_code() == fe::error_code_t::GRAPH_NOT_SUPPORTED ||
-          err.get_code() == fe::error_code_t::HEURISTIC_QUERY_FAILED)
-        return refuse("create_execution_plans", err);
-      throw_fe(key, "create_execution_plans", err);
-    }
-    // The graph's own verdict on this GPU and cuDNN version: any failure
-    // here is "no engine runs this graph".
-    if (fe::error_t err = g->check_support(); err.is_bad()) return refuse("check_support", err);
-    if (fe::error_t err = g->build_plans(); err.is_bad()) throw_fe(key, "build_plans", err);
-    int64_t ws = 0;
-    if (fe::error_t err = g->get_workspace_size(ws); err.is_bad()) throw_fe(key, "get_workspace_size", err);
-    if (ws < 0) throw DeviceError("cuDNN SDPA: " + key.describe() + ": negative workspace size " + std::to_string(ws));
-    e.graph = std::move(g);
-    e.workspace = static_cast<size_t>(ws);
     static const std::vector<int64_t> forward_uids{kQ, kK, kV, kBias, kO, kStats};
     static const std::vector<int64_t> backward_uids{kQ, kK, kV, kBias, kO, kDO, kStats, kDQ, kDK, kDV};
     for (int64_t uid : key.backward ? backward_uids : forward_uids) e.pack.emplace(uid, nullptr);
     if (key.dropout > 0.0f) e.pack.emplace(kSeed, nullptr), e.pack.emplace(kOffset, nullptr);
-    return graphs.emplace(key, std::move(e)).first->second;
+    return e;
   }
 
   void execute(SdpaPlan& p, void* workspace) {
@@ -250,7 +347,12 @@ struct CudnnSdpa::Impl {
     if (p.workspace > 0 && workspace == nullptr)
       throw std::logic_error("cuDNN SDPA: " + p.key.describe() + " needs " + std::to_string(p.workspace) +
                              " bytes of workspace, got none");
-    if (fe::error_t err = p.graph->execute(handle, p.pack, workspace); err.is_bad()) throw_fe(p.key, "execute", err);
+    CudnnHandle& h = ctx->handle;
+    if (h.stream_user != serial) {  // another device of this GPU set it to its stream
+      MPB_CUDNN_CHECK(cudnnSetStream(h.get(), dev.stream()));
+      h.stream_user = serial;
+    }
+    if (fe::error_t err = p.graph->execute(h.get(), p.pack, workspace); err.is_bad()) throw_fe(p.key, "execute", err);
   }
 };
 
@@ -266,23 +368,42 @@ void bind_seed(SdpaPlan& p, const int64_t* seed_offset) {
 }
 }  // namespace
 
-CudnnSdpa::CudnnSdpa(CudaDevice& dev) : impl_(std::make_unique<Impl>(dev)) {
-  MPB_CUDNN_CHECK(cudnnCreate(&impl_->handle));
-  MPB_CUDNN_CHECK(cudnnSetStream(impl_->handle, dev.stream()));
+CudnnSdpa::CudnnSdpa(CudaDevice& dev) : impl_(std::make_unique<Impl>(dev)) {}
+
+CudnnSdpa::~CudnnSdpa() {
+  // The handle outlives this device: it must not keep its destroyed stream.
+  if (!impl_->ctx || ProcessSdpaCache::gone()) return;
+  CudnnHandle& h = impl_->ctx->handle;
+  if (!h || h.stream_user != impl_->serial) return;
+  const cudnnStatus_t st = cudnnSetStream(h.get(), nullptr);
+  if (st != CUDNN_STATUS_SUCCESS)
+    std::fprintf(stderr, "mpbench cuda: cudnnSetStream(handle, default stream) failed: %s\n",
+                 cudnnGetErrorString(st));
+  h.stream_user = 0;
 }
 
-CudnnSdpa::~CudnnSdpa() = default;
-
-SdpaPlan* CudnnSdpa::prepare(const SdpaKey& key, std::string* reason) {
-  SdpaPlan& p = impl_->entry(key);
-  if (!p.graph) {
-    if (reason) *reason = p.refusal;
-    return nullptr;
+SdpaChoice CudnnSdpa::prepare(const SdpaKey& key) {
+  Impl& m = *impl_;
+  if (!m.ctx) {
+    bool first = false;
+    MPB_CUDA_CHECK(cudaSetDevice(m.dev.ordinal()));  // cudnnCreate binds the current device
+    m.ctx = &process_cache().context(m.dev.ordinal(), make_handle, &first);
+    if (first && !m.ctx->handle)
+      std::fprintf(stderr,
+                   "mpbench cuda: cuDNN is unavailable on GPU %d (%s); every fused attention call on it runs the "
+                   "hand-written kernel (attention_impl %s)\n",
+                   m.dev.ordinal(), m.ctx->failure.c_str(), sdpa_fallback_label(SdpaVerdict::kNoHandle));
   }
-  return &p;
+  if (!m.ctx->handle) return {nullptr, sdpa_fallback_label(SdpaVerdict::kNoHandle)};
+  SdpaPlan* p = SdpaCache::find(*m.ctx, key);
+  if (!p) p = &SdpaCache::insert(*m.ctx, key, m.build(key));
+  if (!p->graph) return {nullptr, sdpa_fallback_label(p->verdict)};
+  return {p, nullptr};
 }
 
 size_t CudnnSdpa::workspace_bytes(const SdpaPlan& plan) { return plan.workspace; }
+
+const char* CudnnSdpa::impl_label(const SdpaPlan& plan) { return sdpa_impl_label(plan.bias_form); }
 
 void CudnnSdpa::forward(SdpaPlan& p, const SdpaForwardArgs& a, void* workspace) {
   if (p.key.backward) throw std::logic_error("cuDNN SDPA: forward() with a backward plan");
@@ -302,7 +423,7 @@ void CudnnSdpa::backward(SdpaPlan& p, const SdpaBackwardArgs& a, void* workspace
   impl_->execute(p, workspace);
 }
 
-size_t CudnnSdpa::cached_graphs() const { return impl_->graphs.size(); }
+size_t CudnnSdpa::cached_graphs() { return process_cache().plans(); }
 
 }  // namespace mpb::cuda
 

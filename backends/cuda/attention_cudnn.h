@@ -6,12 +6,20 @@
 //
 // The graphs (S = scale * Q K^T + bias, softmax with its statistics, O = P V,
 // and the backward from Q, K, V, O, dO, Stats, bias) are built once per
-// SdpaKey, counted as plan creations on the device (cell JSON
-// plans_created_in_timed_steps), and cached with their workspace sizes. A key
-// cuDNN refuses (the graph's validate / heuristics / check_support answer
-// "not supported") is cached as refused with cuDNN's reason, so the caller's
-// hand-written kernel runs instead and the refusal costs one build attempt.
-// Any other frontend or cuDNN error throws DeviceError with its message.
+// SdpaKey and GPU in the process: a process-wide cache per device ordinal
+// (backends/cuda/ordinal_plan_cache.h) holds the cuDNN handle, made on the
+// first fp16/bf16 attention call rather than with the device, and every
+// graph built with it, so the devices the runner makes per repeat (and each
+// test's) reuse the first one's graphs. A build is counted as a plan creation
+// on the device that makes it (cell JSON plans_created_in_timed_steps) and
+// logged on stderr with its time. The decisions (sdpa_policy.h): the padding
+// bias is declared [B,1,1,Tk], and after a refusal [B,1,Tq,Tk] with stride 0
+// on Tq; a key both forms fail (cuDNN's "not supported", or build_plans
+// failing) is cached with cuDNN's reasons, printed once, and its calls run
+// the caller's hand-written kernel; a handle that cannot be made is kept
+// likewise, printed once, and every call on that GPU runs the kernel. The
+// labels say which form ran or why the kernel ran. Any other frontend or
+// cuDNN error throws DeviceError with its message.
 #pragma once
 
 #ifdef MPB_HAVE_CUDNN_FRONTEND
@@ -32,7 +40,8 @@ class CudaDevice;
 // and O [B,H,Tq,D] with the strides of their layouts (core/attention_layout.h;
 // the offsets are in the pointers): contiguous heads or the packed QKV and
 // merged buffers. dQ, dK, dV have Q's, K's and V's strides, dO has O's. The
-// bias [B,1,1,Tk] in the same dtype; Stats fp32 [B,H,Tq,1]. dropout > 0:
+// bias: B*Tk values in the same dtype, in either declared form (not part of
+// the key: the plan records which form cuDNN took); Stats fp32 [B,H,Tq,1]. dropout > 0:
 // cuDNN's own dropout on the probabilities, its Philox stream from an int64
 // seed and offset (device memory), the same mask in the forward and the
 // backward of one seed; not the CPU's mask (ops/dropout.h).
@@ -61,30 +70,42 @@ struct SdpaBackwardArgs {
   const int64_t* seed_offset = nullptr;  // with dropout: the forward's {seed, offset}
 };
 
-// A key's cached graph (or cuDNN's refusal of it), with its workspace size
-// and the variant pack its calls reuse (attention_cudnn.cpp).
+// A key's cached graph (or cuDNN's refusal of it), with its bias form,
+// workspace size and the variant pack its calls reuse (attention_cudnn.cpp).
 struct SdpaPlan;
+
+// prepare()'s answer: the plan cuDNN runs the call with, or null and the
+// label the hand-written kernel's call is counted under (null: the device's
+// own "cuda_kernel", for a shape cuDNN refused).
+struct SdpaChoice {
+  SdpaPlan* plan = nullptr;
+  const char* kernel_label = nullptr;
+};
 
 class CudnnSdpa {
  public:
-  // One cuDNN handle on the device's stream (the device's current CUDA device).
+  // Makes no cuDNN call: the GPU's handle is made by the first prepare().
   explicit CudnnSdpa(CudaDevice& dev);
+  // Points the shared handle away from this device's stream if it was set to it.
   ~CudnnSdpa();
   CudnnSdpa(const CudnnSdpa&) = delete;
   CudnnSdpa& operator=(const CudnnSdpa&) = delete;
 
-  // The key's plan: its graph built on first use (a plan creation) and
-  // cached, so later calls find it with one lookup. Null when cuDNN refused
-  // the graph, with cuDNN's reason in *reason (when given). Plans live as
-  // long as this object.
-  SdpaPlan* prepare(const SdpaKey& key, std::string* reason = nullptr);
+  // The key's plan on this device's GPU: found in the process-wide cache,
+  // or built there now (plan creations on this device, a log line with the
+  // build time). Plans live until the process exits.
+  SdpaChoice prepare(const SdpaKey& key);
   static size_t workspace_bytes(const SdpaPlan& plan);
+  // The attention_impls label of a call the plan runs: which bias form
+  // cuDNN took ("cudnn_sdpa": [B,1,1,Tk]).
+  static const char* impl_label(const SdpaPlan& plan);
   // Enqueue an accepted plan's graph on the device's stream; its variant
   // pack is filled in place (no allocation per call). workspace: at least
   // workspace_bytes(plan) of device memory (may be null for 0).
   void forward(SdpaPlan& plan, const SdpaForwardArgs& a, void* workspace);
   void backward(SdpaPlan& plan, const SdpaBackwardArgs& a, void* workspace);
-  size_t cached_graphs() const;
+  // Keys cached in this process, every GPU (refusals included).
+  static size_t cached_graphs();
 
  private:
   struct Impl;

@@ -223,7 +223,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
 
     staging_ = std::make_unique<PinnedStaging>(*this, stream_);
 #ifdef MPB_HAVE_CUDNN_FRONTEND
-    sdpa_ = std::make_unique<CudnnSdpa>(*this);  // cudnnCreate, on stream_
+    sdpa_ = std::make_unique<CudnnSdpa>(*this);  // no cuDNN call: the handle comes with the first attention
 #endif
     gemm_ = std::make_unique<CublasLtGemm>(*this);  // last: it allocates through this device
   } catch (...) {
@@ -249,7 +249,7 @@ CudaDevice::~CudaDevice() {
   MPB_CUDA_REPORT(cudaStreamSynchronize(stream_));
   gemm_.reset();  // frees the cuBLASLt workspace through raw_free
 #ifdef MPB_HAVE_CUDNN_FRONTEND
-  sdpa_.reset();  // the cached graphs, then cudnnDestroy
+  sdpa_.reset();  // the shared cuDNN handle let go of stream_ (graphs and handle stay for the process)
 #endif
   staging_.reset();
   for (DeviceBuffer& b : scratch_) b.release();

@@ -42,7 +42,7 @@ enum ScratchSlot : int {
   kScratchFp8A,         // an FP8 GEMM's quantized operands (fp8_quantize.h) ...
   kScratchFp8B,
   kScratchFp8Descale,   // ... and their 1 / scale, the factors cuBLASLt applies
-  kScratchAttnBias,     // cuDNN SDPA's additive padding bias [B,1,1,Tk] in q's dtype
+  kScratchAttnBias,     // cuDNN SDPA's additive padding bias (B*Tk values) in q's dtype
   kScratchAttnSeed,     // cuDNN SDPA's dropout seed and offset (int64, Philox)
   kScratchCudnnWorkspace,  // cuDNN SDPA graphs' workspace (the largest a call has needed)
   kScratchDecision,     // decide_step's StepDecisionSlot, read by the decided optimizer kernels
@@ -161,8 +161,10 @@ class CudaDevice final : public Device {
   std::unique_ptr<CublasLtGemm> gemm_;
   std::unique_ptr<PinnedStaging> staging_;  // Device::upload's pinned buffers
 #ifdef MPB_HAVE_CUDNN_FRONTEND
-  // fp16/bf16 fused attention: the device's cuDNN handle (on stream_) and its
-  // cached SDPA graphs (backends/cuda/attention.cu dispatches to it).
+  // fp16/bf16 fused attention through cuDNN SDPA (backends/cuda/attention.cu
+  // dispatches to it). The cuDNN handle and the graphs are the process's, per
+  // GPU, made on the first such call (attention_cudnn.h), not with the
+  // device: a cuDNN that cannot load costs fused attention only.
   std::unique_ptr<CudnnSdpa> sdpa_;
 #endif
 };

@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -105,6 +107,16 @@ class CudnnAttention : public ::testing::Test {
     const auto it = m.find(impl);
     return it == m.end() ? 0 : it->second;
   }
+  // Calls of every label that begins with `prefix`: kHalfImpl's calls in
+  // either bias form ("cudnn_sdpa", "cudnn_sdpa_bias_per_query": which one
+  // cuDNN takes only the GPU's cuDNN can tell, backends/cuda/sdpa_policy.h).
+  static int64_t calls_starting(const Device& dev, const std::string& prefix) {
+    int64_t n = 0;
+    for (const auto& [impl, calls] : dev.counters().attention_impls)
+      if (impl.rfind(prefix, 0) == 0) n += calls;
+    return n;
+  }
+  int64_t half_calls() const { return calls_starting(*gpu_, kHalfImpl); }
 
   // The inputs of one case, in dtype t.
   struct Case {
@@ -266,10 +278,10 @@ void CudnnAttention::run_case(const Dims& d, DType t, bool require_half_impl) {
     *out = fetch(dev, o), *lse = fetch(dev, l);
   };
   Host out_g, lse_g, out_c, lse_c;
-  const int64_t half_before = impl_calls(kHalfImpl);
+  const int64_t half_before = half_calls();
   forward(*gpu_, &out_g, &lse_g);
   if (require_half_impl) {
-    EXPECT_EQ(impl_calls(kHalfImpl), half_before + 1) << "the forward did not run on " << kHalfImpl;
+    EXPECT_EQ(half_calls(), half_before + 1) << "the forward did not run on " << kHalfImpl;
   }
   forward(*cpu_, &out_c, &lse_c);
 
@@ -287,10 +299,10 @@ void CudnnAttention::run_case(const Dims& d, DType t, bool require_half_impl) {
     *dq = fetch(dev, gq), *dk = fetch(dev, gk), *dv = fetch(dev, gv);
   };
   Host dq_g, dk_g, dv_g, dq_c, dk_c, dv_c;
-  const int64_t half_mid = impl_calls(kHalfImpl);
+  const int64_t half_mid = half_calls();
   backward(*gpu_, &dq_g, &dk_g, &dv_g);
   if (require_half_impl) {
-    EXPECT_EQ(impl_calls(kHalfImpl), half_mid + 1) << "the backward did not run on " << kHalfImpl;
+    EXPECT_EQ(half_calls(), half_mid + 1) << "the backward did not run on " << kHalfImpl;
   }
   backward(*cpu_, &dq_c, &dk_c, &dv_c);
   const double fp32 = 16 * static_cast<double>(d.D + d.Tk) * 0x1p-24;
@@ -353,6 +365,45 @@ TEST_F(CudnnAttention, GraphsAreCachedAndBackwardIsDeterministic) {
   EXPECT_TRUE(identical(fetch(*gpu_, dv), dv1, &where)) << "dv not reproducible: " << where;
 }
 
+// Graphs outlive the device (issue 30 item 6): the runner makes a device per
+// repeat, and the next device of the same GPU must find the shape's graphs
+// in the process-wide cache, build none, and give the same bits; its calls
+// carry the same label (the bias form cuDNN took, printed here).
+TEST_F(CudnnAttention, ANewDeviceReusesTheGraphsOfTheLastOne) {
+  const Dims d = kDims[0];
+  const DType t = DType::BF16;
+  const Case c = make_case(d, t);
+  const Shape qs{d.B, d.H, d.Tq, d.D}, ls{d.B, d.H, d.Tq};
+  struct Result {
+    Host o, dq;
+    int64_t plans = 0;
+    std::map<std::string, int64_t> impls;
+  };
+  auto run = [&](Device& dev) {
+    DeviceBuffer q = put(dev, c.q), k = put(dev, c.k), v = put(dev, c.v), g = put(dev, c.dout);
+    DeviceBuffer kv = put(dev, ints(c.kv, Shape{d.B, d.Tk}));
+    DeviceBuffer o = dev.alloc(qs, t, MemCategory::Activations), l = dev.alloc(ls, DType::F32, MemCategory::Activations);
+    DeviceBuffer dq = dev.alloc(qs, t, MemCategory::Activations), dk = dev.alloc(qs, t, MemCategory::Activations);
+    DeviceBuffer dv = dev.alloc(qs, t, MemCategory::Activations);
+    const int64_t plans = dev.counters().plans_created;
+    dev.attention_forward(o, l, q, k, v, kv, c.scale, c.mask);
+    dev.attention_backward(dq, dk, dv, g, o, l, q, k, v, kv, c.scale, c.mask);
+    Result r{fetch(dev, o), fetch(dev, dq), dev.counters().plans_created - plans, dev.counters().attention_impls};
+    return r;
+  };
+  const Result first = run(*gpu_);  // builds the graphs unless an earlier test of this process did
+  gpu_.reset();                     // the repeat's device goes
+  std::unique_ptr<Device> next = make_cuda_device();
+  const Result second = run(*next);
+  EXPECT_EQ(second.plans, 0) << "the next device rebuilt graphs of a shape built in this process";
+  EXPECT_EQ(second.impls, first.impls) << "the next device ran another implementation or bias form";
+  EXPECT_EQ(calls_starting(*next, kHalfImpl), 2) << "the calls did not run on " << kHalfImpl;
+  for (const auto& [impl, calls] : second.impls) std::printf("attention_impl %s: %lld call(s)\n", impl.c_str(), static_cast<long long>(calls));
+  std::string where;
+  EXPECT_TRUE(identical(second.o, first.o, &where)) << "forward differs on the next device: " << where;
+  EXPECT_TRUE(identical(second.dq, first.dq, &where)) << "dq differs on the next device: " << where;
+}
+
 // BERT's fused path runs the packed ops (Q/K/V read by stride from the QKV
 // projection, merged output, dQKV; core/attention_layout.h). At BERT-base in
 // fp16 and bf16 cuDNN must run both calls with the packed strides (a refusal
@@ -363,9 +414,9 @@ TEST_F(CudnnAttention, PackedLayoutRunsOnCudnnAtBertBase) {
   for (DType t : {DType::BF16, DType::F16}) {
     SCOPED_TRACE(dtype_name(t));
     const Packed p = packed(kDims[1], t, 2.0f);
-    const int64_t half = impl_calls(kHalfImpl);
+    const int64_t half = half_calls();
     p.run(*gpu_);
-    EXPECT_EQ(impl_calls(kHalfImpl), half + 2) << "the packed calls did not both run on " << kHalfImpl;
+    EXPECT_EQ(half_calls(), half + 2) << "the packed calls did not both run on " << kHalfImpl;
     const Host o1 = fetch(*gpu_, p.out), g1 = fetch(*gpu_, p.dqkv);
     const int64_t plans = gpu_->counters().plans_created;
     const auto allocs = gpu_->memory().snapshot().allocations;
@@ -398,9 +449,9 @@ TEST_F(CudnnAttention, DropoutIsReproducibleUnbiasedAndLeavesLseAlone) {
   };
   Host o0, l0, g0, o1, l1, g1, o1b, l1b, g1b, o2, l2, g2;
   run(AttnDropout{}, &o0, &l0, &g0);
-  const int64_t half = impl_calls(kHalfImpl);
+  const int64_t half = half_calls();
   run(AttnDropout{0.1f, 1}, &o1, &l1, &g1);
-  EXPECT_EQ(impl_calls(kHalfImpl), half + 2) << "the dropout calls did not run on " << kHalfImpl;
+  EXPECT_EQ(half_calls(), half + 2) << "the dropout calls did not run on " << kHalfImpl;
   run(AttnDropout{0.1f, 1}, &o1b, &l1b, &g1b);
   run(AttnDropout{0.1f, 2}, &o2, &l2, &g2);
   std::string where;
