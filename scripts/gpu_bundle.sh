@@ -12,7 +12,7 @@
 # lib/cuda-needed.txt lists the sonames the binaries NEED, and bin/mpbench-env finds them.
 # Usage: scripts/gpu_bundle.sh [--build-dir build] [--out mpbench-gpu-bundle.tar.gz]
 #   Nothing is rebuilt: it fails when a binary is missing, the build has CUDA off, or its
-#   CUDA architectures do not include 80;86;89;90. Needs patchelf (scripts/install_deps.sh),
+#   CUDA architectures do not include 80;86;89;90 (SASS) and Blackwell's 100;120 (PTX). Needs patchelf (scripts/install_deps.sh),
 #   binutils (strip, readelf, objcopy), python3.
 set -euo pipefail
 
@@ -76,6 +76,12 @@ fatbin=$(python3 "$src/scripts/bundle/fatbin_archs.py" "$build/runner")
 sass=$(sed -n 's/^sass //p' <<<"$fatbin")
 for sm in 80 86 89 90; do
   [[ " $sass " == *" $sm "* ]] || die "$build/runner holds SASS for '${sass:-nothing}', not sm_$sm: rebuild it for 80;86;89;90"
+done
+# Blackwell (sm_100 B200, sm_120 RTX 50xx) as PTX that the driver JIT-compiles on first load
+# (cmake/Cuda.cmake's MPB_CUDA_PTX_ARCHITECTURES; the bundle is a CUDA 13 build, which has both).
+ptx=$(sed -n 's/^ptx //p' <<<"$fatbin")
+for sm in 100 120; do
+  [[ " $ptx " == *" $sm "* ]] || die "$build/runner holds PTX for '${ptx:-nothing}', not compute_$sm: configure with MPB_CUDA_PTX_ARCHITECTURES '100;120' (the default) and CUDA 12.8+, then build"
 done
 readelf -d "$build/runner" | grep -q 'NEEDED.*libcudart' || die "$build/runner does not link the CUDA runtime: the CUDA backend is not in it"
 
