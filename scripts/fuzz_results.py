@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """Fuzz the results loader: damaged cell files must give exit 2, never a traceback or exit 1.
 
-Usage: fuzz_results.py [--seconds S] [--seed N] [--set DIR]... [--keep DIR]
+Usage: fuzz_results.py [--seconds S] [--seed N] [--runner PATH] [--set DIR]... [--keep DIR]
 
 Each input is a copy of a pristine result set (synthetic ones from
-make_synthetic_results.py, plus every --set DIR: real runner output) with one to
+make_synthetic_results.py; a real one --runner PATH makes from REAL_EXPERIMENT,
+fp32/bf16/fp16 with and without loss scaling and numerics histograms; every
+--set DIR) with one to
 three mutations of its cell files (a cell JSON, or now and then the manifest):
 a value replaced by another type, NaN, inf, 1e308, a negative or a huge number;
 a key or list item deleted; an object turned into a list and back; the text cut
@@ -28,6 +30,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -159,12 +162,41 @@ def check_input(pristine, mutant, report_dir, with_report):
     return problems, len(runs)
 
 
-def pristine_sets(work, extra):
-    """Synthetic sets of several shapes, then the real ones given with --set."""
+# What --runner runs for a real set: small, every precision family, numerics sampled.
+REAL_EXPERIMENT = """name: fuzzreal
+steps: 12
+warmup_steps: 1
+repeats: 2
+batch_size: 32
+numerics_every: 2
+model: {hidden_layers: 2, width: 32}
+data: {input_dim: 16, eval_samples: 32}
+matrix:
+  precision: [fp32, amp_bf16, amp_fp16]
+  loss_scale: [none, dynamic]
+"""
+
+
+def real_set(work, runner):
+    """REAL_EXPERIMENT run by `runner` on the CPU (a few seconds); returns its result directory."""
+    path = os.path.join(work, "fuzzreal.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(REAL_EXPERIMENT)
+    proc = subprocess.run([runner, path, "--out", os.path.join(work, "real"), "--device", "cpu", "--quiet"],
+                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if proc.returncode != 0:
+        raise RuntimeError(f"{runner} {path}: exit {proc.returncode}\n{proc.stderr}")
+    return os.path.join(work, "real", "fuzzreal")
+
+
+def pristine_sets(work, extra, runner=None):
+    """Synthetic sets of several shapes, a real one when `runner` is given, then those given with --set."""
     sets = [synth.make_result_set(os.path.join(work, "pristine", "mlp")),
             synth.make_result_set(os.path.join(work, "pristine", "legacy"), legacy=True, repeats=2),
             synth.make_result_set(os.path.join(work, "pristine", "gpu"), machine="h100", repeats=3,
                                   order="sequential")]
+    if runner:
+        sets.append(real_set(work, runner))
     return sets + [os.path.abspath(d) for d in extra]
 
 
@@ -172,6 +204,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60, help="how long to fuzz (default 60)")
     parser.add_argument("--seed", type=int, default=1, help="the mutation seed (default 1)")
+    parser.add_argument("--runner", metavar="PATH", help="a built runner: mutate a real set it makes too")
     parser.add_argument("--set", action="append", default=[], metavar="DIR",
                         help="a real result set to mutate as well (repeatable)")
     parser.add_argument("--report-every", type=int, default=8, metavar="K",
@@ -187,7 +220,11 @@ def main(argv=None):
     rng = random.Random(args.seed)
     findings, inputs, commands = 0, 0, 0
     with tempfile.TemporaryDirectory(prefix="mpb-fuzz-results-") as work:
-        sets = pristine_sets(work, args.set)
+        try:
+            sets = pristine_sets(work, args.set, args.runner)
+        except (OSError, RuntimeError) as e:
+            print(f"fuzz_results: error: {e}", file=sys.stderr)
+            return 2
         start = time.monotonic()
         while time.monotonic() - start < args.seconds:
             pristine = rng.choice(sets)
@@ -207,8 +244,8 @@ def main(argv=None):
                 for p in problems:
                     print("  " + p.replace("\n", "\n  "))
         elapsed = time.monotonic() - start
-    print(f"fuzz_results: {inputs} inputs ({inputs / elapsed:.1f}/s), {commands} script runs in {elapsed:.0f} s, "
-          f"{findings} finding(s)")
+    print(f"fuzz_results: {inputs} inputs ({inputs / elapsed:.1f}/s) from {len(sets)} pristine sets, {commands} "
+          f"script runs in {elapsed:.0f} s, {findings} finding(s)")
     return 1 if findings else 0
 
 
