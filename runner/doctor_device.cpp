@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <utility>
 
 #include "backends/cpu/cpu_device.h"
 #include "opcheck/opcheck.h"
@@ -12,6 +13,7 @@
 #include "runner/device_factory.h"
 #include "runner/doctor_checks.h"
 #include "runner/energy_meter.h"
+#include "runner/library_check.h"
 #include "runner/manifest.h"
 #include "runner/seconds_since.h"
 #include "runner/terminal_table.h"
@@ -73,6 +75,37 @@ std::string gpu_text(const CudaGpuInfo& g) {
 }
 #endif
 
+// "headers 9.19.0, loaded 9.1.0" per library, for the finding: what the build
+// compiled against beside what this process loaded (runner/library_check.h).
+std::string header_runtime_text(const nlohmann::json& versions) {
+  std::string s;
+  for (const auto& [name, label] : {std::pair<const char*, const char*>{"cuda_runtime", "CUDA runtime"},
+                                    {"cublasLt", "cuBLASLt"}, {"cudnn", "cuDNN"}}) {
+    const nlohmann::json& v = versions.at(name);
+    s += (s.empty() ? "" : ", ") + std::string(label) + " headers " +
+         (v.at("header").is_null() ? std::string("none") : v.at("header").get<std::string>()) + " / loaded " +
+         v.at("runtime").get<std::string>();
+  }
+  return s;
+}
+
+// Adds the header-vs-runtime findings to `c`: the versions in its data, a note
+// per mismatch. A mismatch matters only when a GPU run is asked for: an older
+// runtime is a warning, another major (no ABI promise) fails --device cuda.
+void add_library_check(DoctorCheck& c, const std::string& requested, bool grade) {
+  const CudaLibraryCheck lib = cuda_library_check();
+  c.data["header_vs_runtime"] = lib.versions;
+  nlohmann::json warnings = nlohmann::json::array();
+  for (const std::string& e : lib.errors) warnings.push_back("error: " + e);
+  for (const std::string& w : lib.warnings) warnings.push_back(w);
+  c.data["library_warnings"] = warnings;
+  c.finding += "; " + header_runtime_text(lib.versions);
+  for (const auto& w : warnings) c.meaning += (c.meaning.empty() ? "" : "; ") + w.get<std::string>();
+  if (!grade || requested == "cpu") return;
+  if (!lib.errors.empty() && requested == "cuda") c.status = CheckStatus::Fail;
+  else if ((!lib.errors.empty() || !lib.warnings.empty()) && c.status == CheckStatus::Ok) c.status = CheckStatus::Warn;
+}
+
 // GEMM cases first (the op every measurement leans on), then one case of
 // each op before the second case of any, so a short budget still covers
 // many different ops.
@@ -101,6 +134,7 @@ DoctorCheck check_cuda(const std::string& requested) {
   c.data = {{"built", false}};
   grade_no_gpu(c, requested);
   if (requested == "cuda") c.meaning += " (rebuild with MPB_CUDA=ON)";
+  add_library_check(c, requested, false);
   return c;
 #else
   const CudaInventory inv = cuda_inventory();
@@ -119,6 +153,7 @@ DoctorCheck check_cuda(const std::string& requested) {
     c.finding = (unusable ? *unusable : "no CUDA device: " + inv.error.value_or("none found")) + " (" + libs + ")";
     if (!inv.gpus.empty()) c.finding += "; " + gpu_text(inv.gpus[0]);
     grade_no_gpu(c, requested);
+    add_library_check(c, requested, false);
     return c;
   }
   c.finding = std::to_string(inv.device_count) + " GPU" + (inv.device_count > 1 ? "s" : "") + " (" + libs + ")";
@@ -143,6 +178,7 @@ DoctorCheck check_cuda(const std::string& requested) {
   }
   if (inv.device_count > 1) notes.push_back("runs use GPU 0 (CUDA_VISIBLE_DEVICES picks which one that is)");
   for (const std::string& n : notes) c.meaning += (c.meaning.empty() ? "" : "; ") + n;
+  add_library_check(c, requested, true);
   return c;
 #endif
 }

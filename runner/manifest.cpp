@@ -13,6 +13,7 @@
 #include "runner/build_info.h"
 #include "runner/cpu_clocks.h"
 #include "runner/environment_overrides.h"
+#include "runner/library_check.h"
 #ifdef MPB_HAVE_CUDA
 #include "backends/cuda/cuda_device.h"
 #endif
@@ -91,6 +92,14 @@ nlohmann::json libraries_json(const DeviceInfo& dev) {
   for (const auto& [k, v] : cuda_library_versions()) l[k] = v;
 #endif
   for (const auto& [k, v] : dev.versions) l[k] = v;
+  // The headers built against beside the libraries this process loaded, and
+  // what a mismatch means (runner/library_check.h; docs/RESULTS.md).
+  const CudaLibraryCheck check = cuda_library_check();
+  l["header_vs_runtime"] = check.versions;
+  nlohmann::json warnings = nlohmann::json::array();
+  for (const std::string& e : check.errors) warnings.push_back("error: " + e);
+  for (const std::string& w : check.warnings) warnings.push_back(w);
+  l["warnings"] = warnings;
   return l;
 }
 
