@@ -19,22 +19,36 @@ does not decide the ratio. Prints tokens/s per run and mpbench / PyTorch per
 precision (mpbench's fused cell against PyTorch's SDPA, its unfused one
 beside). A benchmark reports, it does not gate: exit 0; 1 when a side fails.
 
-  python3 bench/torch_bert_gpu.py bin/runner [--rounds 2] [--steps 30]
+Each side runs with its own CUDA libraries (torch_library_env.py): PyTorch
+without the toolkit directories bin/mpbench-env put first on LD_LIBRARY_PATH
+(the script re-executes itself without them before importing torch), the
+runner with them. Both say which libraries they loaded: PyTorch's cuDNN and
+CUDA versions and the libcudnn*/libcublas* paths in its /proc/self/maps, the
+runner's header-vs-runtime versions from its manifest; --json PATH writes
+that and the tokens/s.
+
+  python3 bench/torch_bert_gpu.py bin/runner [--rounds 2] [--steps 30] [--json OUT.json]
   python3 bench/torch_bert_gpu.py --torch-only --device cpu --layers 1 --hidden 64 --heads 2 --batch 2 --steps 3
         (the smoke test's form: PyTorch side only, on any machine)
 """
 
 import argparse
 import contextlib
+import json
 import math
 import os
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_library_env as libenv  # noqa: E402
+
+if __name__ == "__main__":
+    libenv.reexec_with_torch_environment()  # before torch loads any CUDA library
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
 from torch_bert_model import Bert, BertShape, mpbench_tokens_per_s  # noqa: E402
 
 PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16")
@@ -95,12 +109,43 @@ def torch_tokens_per_s(s, precision, steps, device):
     return s.B * s.T / times[len(times) // 2]
 
 
-def mpbench_gpu_smoke(runner, seq):
+def mpbench_gpu_smoke(runner, seq, manifest):
     """tokens/s per (precision, fusion) cell of experiments/gpu_smoke.yaml
-    (not its static-loss-scale extra cell)."""
+    (not its static-loss-scale extra cell), the runner in the environment the
+    script was started with; its manifest.json into the dict MANIFEST."""
     result, _ = mpbench_tokens_per_s(runner, "gpu_smoke", "cuda", seq,
-                                     keep=lambda row: row.get("axis.loss_scale", "") in ("none", "dynamic"))
+                                     keep=lambda row: row.get("axis.loss_scale", "") in ("none", "dynamic"),
+                                     env=libenv.runner_environment(os.environ), manifest=manifest)
     return result
+
+
+def torch_libraries():
+    """What this PyTorch process loaded: call after it has run (cuDNN 9 maps
+    its engine libraries on first use)."""
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {"torch": torch.__version__, "cuda": torch.version.cuda,
+            "cudnn": libenv.cudnn_version_string(cudnn) if cudnn else "not loaded",
+            "loaded": libenv.process_libraries(),
+            "ld_library_path": os.environ.get("LD_LIBRARY_PATH"),
+            "stripped_from_ld_library_path": libenv.stripped_dirs()}
+
+
+def library_lines(torch_libs, runner_libs):
+    """The summary's lines: each side's cuDNN/CUDA and where its libraries came from."""
+    lines = [f"libraries: torch {torch_libs['torch']}, CUDA {torch_libs['cuda']}, cuDNN {torch_libs['cudnn']}; "
+             f"mapped: {', '.join(torch_libs['loaded']) or 'no libcudnn/libcublas'}"]
+    if torch_libs["stripped_from_ld_library_path"]:
+        lines.append("libraries: torch ran without " + ":".join(torch_libs["stripped_from_ld_library_path"]) +
+                     " (mpbench-env's / the toolkit's) on LD_LIBRARY_PATH")
+    if runner_libs is not None:
+        versions = runner_libs.get("header_vs_runtime") or {}
+        parts = [f"{k} headers {v.get('header')} / loaded {v.get('runtime')}" for k, v in sorted(versions.items())
+                 if "header" in v]
+        lines.append("libraries: mpbench " + ("; ".join(parts) or "(no header_vs_runtime in its manifest)"))
+        if runner_libs.get("loaded"):
+            lines.append("libraries: mpbench mapped: " + ", ".join(runner_libs["loaded"]))
+        lines += [f"libraries: mpbench warning: {w}" for w in runner_libs.get("warnings", [])]
+    return lines
 
 
 def main():
@@ -117,6 +162,7 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--vocab", type=int, default=30522)
+    ap.add_argument("--json", metavar="PATH", help="also write the tokens/s, ratios and each side's libraries here")
     a = ap.parse_args()
     if a.device == "cuda" and not torch.cuda.is_available():
         print("torch_bert_gpu: PyTorch sees no CUDA GPU here (torch.cuda.is_available() is False)", file=sys.stderr)
@@ -127,6 +173,8 @@ def main():
         return 1
     if not a.torch_only and not a.runner:
         ap.error("give the runner, or --torch-only")
+    if a.json and not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
+        ap.error(f"--json {a.json}: its directory does not exist")  # said now, not after the runs
     precisions = [p for p in a.precisions.split(",") if p]
     for p in precisions:
         if p not in PRECISIONS:
@@ -141,20 +189,37 @@ def main():
     print(f"torch {torch.__version__} on {where}: BERT L{s.L} H{s.H} A{s.A}, sequence {s.T}, batch {s.B}, "
           f"vocabulary {s.V}, attention {attn}")
     best = {}
+    manifest = {}
     for _ in range(a.rounds):
         for p in precisions:
             best[("torch", p)] = max(best.get(("torch", p), 0.0), torch_tokens_per_s(s, p, a.steps, a.device))
         if not a.torch_only:
-            for (p, fusion), v in mpbench_gpu_smoke(a.runner, s.T).items():
+            for (p, fusion), v in mpbench_gpu_smoke(a.runner, s.T, manifest).items():
                 best[(f"mpbench fusion={fusion}", p)] = max(best.get((f"mpbench fusion={fusion}", p), 0.0), v)
     for (side, p), v in sorted(best.items()):
         print(f"{side:20s} {p:9s} {v:10.0f} tokens/s")
+    ratios = {}
     if not a.torch_only:
         for p in precisions:
             t = best.get(("torch", p))
             fused, unfused = best.get(("mpbench fusion=on", p)), best.get(("mpbench fusion=off", p))
             if t and fused and unfused:
+                ratios[p] = {"fused": fused / t, "unfused": unfused / t}
                 print(f"{p:9s} mpbench / torch = {fused / t:.2f}x fused, {unfused / t:.2f}x unfused")
+    torch_libs = torch_libraries()
+    runner_libs = None if a.torch_only else libenv.runner_libraries(manifest)
+    for line in library_lines(torch_libs, runner_libs):
+        print(line)
+    if a.json:
+        doc = {"device": where, "shape": {"L": s.L, "H": s.H, "A": s.A, "T": s.T, "B": s.B, "V": s.V},
+               "tokens_per_s": [{"side": side, "precision": p, "tokens_per_s": v} for (side, p), v in sorted(best.items())],
+               "mpbench_over_torch": ratios,
+               "libraries": {"torch": torch_libs, "mpbench": runner_libs}}
+        tmp = a.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, a.json)
     return 0
 
 

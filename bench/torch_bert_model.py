@@ -133,17 +133,21 @@ class Bert(nn.Module):
         return F.cross_entropy(logits.float().view(-1, s.V), labels.view(-1), ignore_index=-1)
 
 
-def mpbench_tokens_per_s(runner, experiment, device, seq, keep=None):
+def mpbench_tokens_per_s(runner, experiment, device, seq, keep=None, env=None, manifest=None):
     """Runs RUNNER on experiments/EXPERIMENT.yaml (--quiet, --device DEVICE,
-    into a temporary directory) and reads its summary.csv: returns
-    ({(precision, fusion): tokens/s}, {cell file name: cell JSON}), tokens/s
-    being samples/s x SEQ, for the rows where keep(row) is true (all without
-    keep). Raises CalledProcessError when the runner fails."""
+    into a temporary directory, in environment ENV: the caller's without) and
+    reads its summary.csv: returns ({(precision, fusion): tokens/s}, {cell
+    file name: cell JSON}), tokens/s being samples/s x SEQ, for the rows where
+    keep(row) is true (all without keep). A dict MANIFEST receives the run's
+    manifest.json. Raises CalledProcessError when the runner fails."""
     yaml = os.path.join(HERE, "..", "experiments", experiment + ".yaml")
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run([runner, yaml, "--out", out, "--quiet", "--device", device], check=True)
+        subprocess.run([runner, yaml, "--out", out, "--quiet", "--device", device], check=True, env=env)
         with open(os.path.join(out, experiment, "summary.csv")) as f:
             rows = list(csv.DictReader(f))
+        if manifest is not None:
+            with open(os.path.join(out, experiment, "manifest.json")) as f:
+                manifest.update(json.load(f))
         cells_dir = os.path.join(out, experiment, "cells")
         cells = {}
         for name in sorted(os.listdir(cells_dir)) if os.path.isdir(cells_dir) else []:

@@ -43,6 +43,37 @@ class TorchBertGpu(unittest.TestCase):
         self.assertEqual(p.stderr.strip().count("\n"), 0, p.stderr)
         self.assertIn("no CUDA GPU", p.stderr)
 
+    def test_torch_runs_without_mpbench_envs_toolkit_path_and_says_what_it_loaded(self):
+        # Started as under bin/mpbench-env: the toolkit's directory first on
+        # LD_LIBRARY_PATH. PyTorch's process must start again without it
+        # (bench/torch_library_env.py) and the JSON must say so.
+        import json
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "torch.json")
+            env = dict(os.environ, LD_LIBRARY_PATH="/usr/local/cuda/lib64:" + d,
+                       MPB_ENV_ADDED_LIB_DIRS="/usr/local/cuda/lib64")
+            for k in ("MPB_TORCH_ENV_DONE", "MPB_RUNNER_LD_LIBRARY_PATH"):
+                env.pop(k, None)
+            p = subprocess.run([PYTHON, SCRIPT, "--torch-only", "--device", "cpu", "--json", out, *TOY],
+                               capture_output=True, text=True, timeout=300, env=env)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            with open(out) as f:
+                doc = json.load(f)
+        libs = doc["libraries"]["torch"]
+        self.assertEqual(libs["ld_library_path"], d)
+        self.assertEqual(libs["stripped_from_ld_library_path"], ["/usr/local/cuda/lib64"])
+        self.assertFalse([x for x in libs["loaded"] if x.startswith("/usr/local/cuda")], libs["loaded"])
+        self.assertIsNone(doc["libraries"]["mpbench"])  # --torch-only
+        self.assertIn("libraries: torch ran without /usr/local/cuda/lib64", p.stdout)
+        self.assertEqual([r["side"] for r in doc["tokens_per_s"]], ["torch"])
+
+    def test_json_into_a_missing_directory_is_refused_first(self):
+        p = run("--torch-only", "--device", "cpu", "--json", "/nonexistent-dir/x.json", *TOY)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("--json /nonexistent-dir/x.json: its directory does not exist", p.stderr)
+        self.assertNotIn("tokens/s", p.stdout)
+
     def test_bad_precision_is_refused(self):
         p = run("--torch-only", "--device", "cpu", "--precisions", "fp64", *TOY)
         self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
