@@ -97,6 +97,14 @@ void check_gemm(const GemmArgs& g) {
   const char* op = "gemm";
   if (g.fp8_a.enabled != g.fp8_b.enabled) fail(op, "fp8_a and fp8_b must be enabled together");
   if (g.fp8_a.enabled) {
+    // The width/alignment rule of FP8 operands: the caller may give any m,
+    // n, k and any C the plain GEMM takes. FP8 tensor cores (cuBLASLt) need
+    // k and n multiples of 16 and 16-byte aligned C and pre_act: the CUDA
+    // backend pads k for free while quantizing, and pads n by writing the
+    // outputs through an [m, n rounded up to 16] scratch that it copies back
+    // (backends/cuda/fp8_gemm_layout.h). A caller that wants the GEMM
+    // without that copy gives n % 16 == 0 and 16-byte aligned outputs (a
+    // vocabulary padded to 16, say); nothing is refused here for it.
     if (g.batch != 1) fail(op, "FP8 operands need batch == 1, got " + num(g.batch));
     check_fp8_operand("a", g.fp8_a);
     check_fp8_operand("b", g.fp8_b);

@@ -42,6 +42,9 @@ enum ScratchSlot : int {
   kScratchFp8A,         // an FP8 GEMM's quantized operands (fp8_quantize.h) ...
   kScratchFp8B,
   kScratchFp8Descale,   // ... and their 1 / scale, the factors cuBLASLt applies
+  kScratchFp8Out,       // an FP8 GEMM's C widened to n rounded up to 16 (fp8_gemm_layout.h) ...
+  kScratchFp8PreAct,    // ... its pre_act widened the same way ...
+  kScratchFp8Bias,      // ... and its bias (or bias gradient) padded to that width
   kScratchAttnBias,     // cuDNN SDPA's additive padding bias (B*Tk values) in q's dtype
   kScratchAttnSeed,     // cuDNN SDPA's dropout seed and offset (int64, Philox)
   kScratchCudnnWorkspace,  // cuDNN SDPA graphs' workspace (the largest a call has needed)

@@ -126,11 +126,25 @@
 // scales): D = alpha * (qa / sa) . (qb / sb) + beta * C, the contract of
 // core/device.h. Everything after the operands (C/D types, epilogues and
 // their fallbacks, the plan cache keyed also by the two formats) is the
-// path above; cuBLASLt's FP8 bias must be bf16 for an fp32 D, so a Bias*
-// epilogue on an fp32 output is refused by the heuristic and takes the
-// counted fallback. The accumulation is cuBLASLt's default (FAST_ACCUM off:
-// the tensor cores' partial sums are promoted to fp32 periodically instead of
-// accumulating in them throughout), closest to the CPU's fp32 sums.
+// path above, with three differences decided by fp8_gemm_layout()
+// (fp8_gemm_layout.h, proven on the CPU by tests/core/test_fp8_gemm_layout.cpp):
+//   - Output width. D's rows (our n) must be a multiple of 16 as well: B's
+//     codes are written [np, kp] with zero rows beyond n, and when n % 16 != 0
+//     (or C/pre_act is not 16-byte aligned) run_fp8_through_scratch runs the
+//     GEMM on n-padded scratch outputs (kScratchFp8Out/PreAct/Bias: C copied
+//     in first when beta != 0, pre_act copied in for the backward epilogues,
+//     the bias zero-padded) and copies the first n columns back.
+//   - Bias type. cuBLASLt's FP8 kernels take a bf16 bias for an fp32 D (D's
+//     type otherwise), so the bias is cast to bf16 (round to nearest even,
+//     one n-element launch per call into kScratchGemmBias) and the fused
+//     epilogue adds that rounded value: within 2^-9 relative of the fp32
+//     bias, which the tests' reference rounds the same way. DGELU_BGRAD is
+//     fused only when bias_grad_out has that type (else DGELU + bias_grad).
+//   - Accumulation. Forward GEMMs (both operands E4M3) set FAST_ACCUM, as
+//     Transformer Engine's fprop does: the partial sums stay in the tensor
+//     cores' accumulator instead of being promoted to fp32 every few k-blocks.
+//     The backward GEMMs (an E5M2 gradient operand) keep the default
+//     promotion, closer to the CPU's fp32 sums.
 #include "backends/cuda/gemm_cublaslt.h"
 
 #include <cublasLt.h>
@@ -142,6 +156,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
+#include "backends/cuda/fp8_gemm_layout.h"
 #include "backends/cuda/fp8_quantize.h"
 #include "backends/cuda/kernel_util.cuh"
 #include "backends/cuda/plan_key.h"
@@ -154,13 +169,15 @@ namespace {
 using scalar::load_f32;
 using scalar::store_f32;
 
-// pre_act[r, c] = aux[r * ld + c] for r < rows, c < cols (dtype conversion included).
-__global__ void aux_to_pre_act_kernel(void* dst, DType dt, const void* aux, DType at, int64_t rows, int64_t cols,
-                                      int64_t ld) {
+// dst[r * dst_ld + c] = src[r * src_ld + c] for r < rows, c < cols (dtype
+// conversion included): the GELU aux into pre_act, and the FP8 path's
+// matrices into and out of their n-padded scratch.
+__global__ void copy_columns_kernel(void* dst, DType dt, int64_t dst_ld, const void* src, DType st, int64_t src_ld,
+                                    int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     const int64_t r = i / cols, c = i - r * cols;
-    store_f32(dst, dt, i, load_f32(aux, at, r * ld + c));
+    store_f32(dst, dt, r * dst_ld + c, load_f32(src, st, r * src_ld + c));
   }
 }
 
@@ -273,7 +290,8 @@ struct Problem {
   DType d_dtype = DType::F32;
   float alpha = 1.0f, beta = 0.0f;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  const void* bias = nullptr;  // in D's dtype when set
+  const void* bias = nullptr;  // in bias_dtype when set
+  DType bias_dtype = DType::F32;  // D's, or for FP8 fp8_bias_dtype(D's): BIAS_DATA_TYPE
   void* aux = nullptr;
   int64_t aux_ld = 0;
   // Strided batch: 1, or > 1 with the element strides of our A, B and C.
@@ -285,6 +303,7 @@ struct Problem {
   Fp8Format fp8_a = Fp8Format::E4M3, fp8_b = Fp8Format::E4M3;
   const float* descale_a = nullptr;
   const float* descale_b = nullptr;
+  bool fast_accum = false;  // CUBLASLT_MATMUL_DESC_FAST_ACCUM (FP8 forward GEMMs: fp8_gemm_layout.h)
 
   bool has_bias() const { return bias != nullptr; }
   cudaDataType_t a_type() const { return fp8 ? fp8_cuda_type(fp8_a) : cuda_type(ab); }
@@ -303,14 +322,14 @@ struct Problem {
                    static_cast<int64_t>(ab),
                    static_cast<int64_t>(d_dtype),
                    static_cast<int64_t>(epilogue),
-                   has_bias() ? 1 : 0,
+                   has_bias() ? 1 + static_cast<int64_t>(bias_dtype) : 0,
                    aux_ld,
                    align_a(),
                    align_b(),
                    align_d(),
                    has_bias() ? alignment_of(bias) : 0,
                    aux ? alignment_of(aux) : 0,
-                   fp8 ? 1 + static_cast<int64_t>(fp8_a) * 2 + static_cast<int64_t>(fp8_b) : 0,
+                   fp8 ? 1 + static_cast<int64_t>(fp8_a) * 2 + static_cast<int64_t>(fp8_b) + (fast_accum ? 4 : 0) : 0,
                    batched() ? batch : 1,
                    batched() ? stride_a : 0,
                    batched() ? stride_b : 0,
@@ -326,7 +345,9 @@ struct Problem {
       s << " batch=" << batch << " strides(A,B,C)=" << stride_a << "," << stride_b << "," << stride_c;
     if (fp8)
       s << " FP8 codes A=" << (fp8_a == Fp8Format::E4M3 ? "E4M3" : "E5M2")
-        << " B=" << (fp8_b == Fp8Format::E4M3 ? "E4M3" : "E5M2") << " (k padded to 16)";
+        << " B=" << (fp8_b == Fp8Format::E4M3 ? "E4M3" : "E5M2") << " (k padded to 16)"
+        << (fast_accum ? " FAST_ACCUM" : "");
+    if (has_bias()) s << " bias=" << dtype_name(bias_dtype);
     return s.str();
   }
 };
@@ -388,7 +409,9 @@ struct CublasLtGemm::Impl {
     set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
     set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
     set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, p.epilogue);
-    if (p.has_bias()) set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(cuda_type(p.d_dtype)));
+    if (p.has_bias())
+      set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(cuda_type(p.bias_dtype)));
+    if (p.fast_accum) set_desc(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<int8_t>(1));
     if (p.aux != nullptr) set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, p.aux_ld);
     set_pointers(plan->op, p);  // the heuristic reads their alignment
 
@@ -457,9 +480,16 @@ struct CublasLtGemm::Impl {
     return true;
   }
 
+  // g's outputs (c, pre_act, bias, bias_grad_out, n) and operands' inputs
+  // (a, b, their FP8 settings, m, n, k): the same GemmArgs except behind
+  // run_fp8_through_scratch, where g's outputs are the n-padded scratch.
+  void run_planned(const GemmArgs& g, const GemmArgs& operands, const Fp8GemmLayout* fp8);
+  void run_fp8_through_scratch(const GemmArgs& g, const Fp8GemmLayout& fp8);
+  void copy_columns(const Tensor& dst, int64_t dst_ld, const Tensor& src, int64_t src_ld, int64_t rows, int64_t cols);
+  void zero_bytes(void* begin, size_t bytes);
   void forward_fallback(const GemmArgs& g, const Problem& p);
   void run_backward(const GemmArgs& g, Problem& p);
-  void quantize_fp8(const GemmArgs& g, Problem& p);
+  void quantize_fp8(const GemmArgs& operands, Problem& p, const Fp8GemmLayout& fp8);
 };
 
 CublasLtGemm::CublasLtGemm(CudaDevice& device) : impl_(std::make_unique<Impl>(device)) {
@@ -490,8 +520,83 @@ std::string CublasLtGemm::math(GemmCompute c) {
 
 void CublasLtGemm::run(const GemmArgs& g) {
   check_limits(g);
-  CudaDevice& dev = impl_->dev;
+  if (!g.fp8_a.enabled) {
+    impl_->run_planned(g, g, nullptr);
+    return;
+  }
+  // D is C, or pre_act where the activation is split off: both must be aligned.
+  const uint32_t c_align = alignment_of(g.c.data);
+  const uint32_t pre_align = g.pre_act.empty() ? c_align : alignment_of(g.pre_act.data);
+  const Fp8GemmLayout fp8 = fp8_gemm_layout(g.m, g.n, g.k, g.c.dtype, g.beta, c_align < pre_align ? c_align : pre_align,
+                                            g.fp8_a.format, g.fp8_b.format);
+  if (fp8.scratch_output) {
+    impl_->run_fp8_through_scratch(g, fp8);
+  } else {
+    impl_->run_planned(g, g, &fp8);
+  }
+}
 
+// An FP8 GEMM whose C is not 16 columns wide (or not 16-byte aligned), see
+// fp8_gemm_layout.h: the same GEMM with every output widened to n_padded in
+// scratch (C copied in first when beta != 0; pre_act copied in when it is
+// the backward epilogues' input; the bias zero-padded), then the first n
+// columns copied back. The padded columns multiply zero rows of B's codes
+// and a zero bias: finite, and never read.
+void CublasLtGemm::Impl::run_fp8_through_scratch(const GemmArgs& g, const Fp8GemmLayout& fp8) {
+  const int64_t m = g.m, n = g.n, np = fp8.n_padded;
+  GemmArgs wide = g;
+  wide.n = np;
+  wide.c = Tensor(dev.scratch(kScratchFp8Out, fp8.scratch_output_bytes), g.c.dtype, Shape{m, np});
+  if (fp8.copy_c_in) copy_columns(wide.c, np, g.c, n, m, n);
+  if (!g.pre_act.empty()) {
+    if (g.pre_act.data == g.c.data) {
+      wide.pre_act = wide.c;  // the caller's aliasing, kept
+    } else {
+      const size_t bytes = static_cast<size_t>(m * np) * dtype_size(g.pre_act.dtype);
+      wide.pre_act = Tensor(dev.scratch(kScratchFp8PreAct, bytes), g.pre_act.dtype, Shape{m, np});
+      if (is_backward_epilogue(g.epilogue)) copy_columns(wide.pre_act, np, g.pre_act, n, m, n);  // read there
+    }
+  }
+  // The bias (forward) or the bias gradient (DGeluBGrad): [np] in the
+  // caller's dtype, the pad zero.
+  const Tensor& vec = is_backward_epilogue(g.epilogue) ? g.bias_grad_out : g.bias;
+  Tensor wide_vec;
+  if (!vec.empty()) {
+    const size_t elem = dtype_size(vec.dtype);
+    auto* base = static_cast<char*>(dev.scratch(kScratchFp8Bias, static_cast<size_t>(np) * elem));
+    wide_vec = Tensor(base, vec.dtype, Shape{np});
+    if (!is_backward_epilogue(g.epilogue)) {
+      dev.copy(Tensor(base, vec.dtype, Shape{n}), vec);
+      zero_bytes(base + static_cast<size_t>(n) * elem, static_cast<size_t>(np - n) * elem);
+      wide.bias = wide_vec;
+    } else {
+      wide.bias_grad_out = wide_vec;
+    }
+  }
+
+  run_planned(wide, g, &fp8);
+
+  copy_columns(g.c, n, wide.c, np, m, n);
+  if (!g.pre_act.empty() && g.pre_act.data != g.c.data && !is_backward_epilogue(g.epilogue))
+    copy_columns(g.pre_act, n, wide.pre_act, np, m, n);
+  if (!g.bias_grad_out.empty() && g.epilogue == Epilogue::DGeluBGrad)
+    dev.copy(g.bias_grad_out, Tensor(wide_vec.data, wide_vec.dtype, Shape{n}));
+}
+
+void CublasLtGemm::Impl::copy_columns(const Tensor& dst, int64_t dst_ld, const Tensor& src, int64_t src_ld,
+                                      int64_t rows, int64_t cols) {
+  const int64_t count = rows * cols;
+  copy_columns_kernel<<<dev.elementwise_grid(count), kThreads, 0, dev.stream()>>>(dst.data, dst.dtype, dst_ld,
+                                                                                   src.data, src.dtype, src_ld, rows,
+                                                                                   cols);
+  MPB_CHECK_LAUNCH("copy_columns_kernel");
+}
+
+void CublasLtGemm::Impl::zero_bytes(void* begin, size_t bytes) {
+  if (bytes > 0) MPB_CUDA_CHECK(cudaMemsetAsync(begin, 0, bytes, dev.stream()));
+}
+
+void CublasLtGemm::Impl::run_planned(const GemmArgs& g, const GemmArgs& operands, const Fp8GemmLayout* fp8) {
   Problem p;
   p.m = g.m;
   p.n = g.n;
@@ -512,10 +617,10 @@ void CublasLtGemm::run(const GemmArgs& g) {
     p.stride_b = g.stride_b;
     p.stride_c = g.stride_c;
   }
-  if (g.fp8_a.enabled) impl_->quantize_fp8(g, p);  // (Device::gemm checked: both operands, batch 1)
+  if (fp8 != nullptr) quantize_fp8(operands, p, *fp8);  // (Device::gemm checked: both operands, batch 1)
 
   if (is_backward_epilogue(g.epilogue)) {
-    impl_->run_backward(g, p);
+    run_backward(g, p);
     return;
   }
 
@@ -553,11 +658,12 @@ void CublasLtGemm::run(const GemmArgs& g) {
   }
 
   if (g.epilogue != Epilogue::None) {
-    // The bias in D's dtype, 16-byte aligned (see the top of the file).
-    if (g.bias.dtype == p.d_dtype && alignment_of(g.bias.data) >= 16) {
+    // The bias in D's dtype (FP8: fp8_bias_dtype of it), 16-byte aligned (see the top of the file).
+    p.bias_dtype = p.fp8 ? fp8_bias_dtype(p.d_dtype) : p.d_dtype;
+    if (g.bias.dtype == p.bias_dtype && alignment_of(g.bias.data) >= 16) {
       p.bias = g.bias.data;
     } else {
-      Tensor conv(dev.scratch(kScratchGemmBias, static_cast<size_t>(g.n) * dtype_size(p.d_dtype)), p.d_dtype,
+      Tensor conv(dev.scratch(kScratchGemmBias, static_cast<size_t>(g.n) * dtype_size(p.bias_dtype)), p.bias_dtype,
                   Shape{g.n});
       dev.cast(conv, g.bias);
       p.bias = conv.data;
@@ -580,16 +686,16 @@ void CublasLtGemm::run(const GemmArgs& g) {
 
   // Every forward epilogue may be refused (m == 1 or n == 1 among others):
   // then the plain GEMM and the bias/activation kernels, counted.
-  if (!impl_->matmul(p, /*allow_missing=*/p.epilogue != CUBLASLT_EPILOGUE_DEFAULT)) {
-    impl_->forward_fallback(g, p);
+  if (!matmul(p, /*allow_missing=*/p.epilogue != CUBLASLT_EPILOGUE_DEFAULT)) {
+    forward_fallback(g, p);
     aux_in_scratch = false;  // the fallback wrote pre_act itself
   }
 
   if (aux_in_scratch) {
     const int64_t count = g.m * g.n;
-    aux_to_pre_act_kernel<<<dev.elementwise_grid(count), kThreads, 0, dev.stream()>>>(
-        g.pre_act.data, g.pre_act.dtype, p.aux, g.c.dtype, g.m, g.n, p.aux_ld);
-    MPB_CHECK_LAUNCH("aux_to_pre_act_kernel");
+    copy_columns_kernel<<<dev.elementwise_grid(count), kThreads, 0, dev.stream()>>>(
+        g.pre_act.data, g.pre_act.dtype, g.n, p.aux, g.c.dtype, p.aux_ld, g.m, g.n);
+    MPB_CHECK_LAUNCH("copy_columns_kernel");
   }
   if (split_act) {
     if (split_dst.data != g.pre_act.data) dev.cast(g.pre_act, split_dst);
@@ -635,17 +741,21 @@ void CublasLtGemm::Impl::forward_fallback(const GemmArgs& g, const Problem& p) {
 // FP8 operands (see the top of the file): quantizes our A into [m, kp] and
 // our B into [n, kp] codes (transposing whichever is stored the other way)
 // and turns p into the TN problem over them.
-void CublasLtGemm::Impl::quantize_fp8(const GemmArgs& g, Problem& p) {
+void CublasLtGemm::Impl::quantize_fp8(const GemmArgs& g, Problem& p, const Fp8GemmLayout& fp8) {
   if (g.fp8_a.format == Fp8Format::E5M2 && g.fp8_b.format == Fp8Format::E5M2)
     throw DeviceError("gemm: cuBLASLt has no FP8 matmul with both operands E5M2 (" + p.describe() + ")");
-  const int64_t kp = fp8_padded_k(g.k);
+  const int64_t kp = fp8.k_padded, np = fp8.n_padded;
   auto* qa = static_cast<uint8_t*>(dev.scratch(kScratchFp8A, static_cast<size_t>(g.m * kp)));
-  auto* qb = static_cast<uint8_t*>(dev.scratch(kScratchFp8B, static_cast<size_t>(g.n * kp)));
+  auto* qb = static_cast<uint8_t*>(dev.scratch(kScratchFp8B, static_cast<size_t>(np * kp)));
   auto* descale = static_cast<float*>(dev.scratch(kScratchFp8Descale, 2 * sizeof(float)));
   // A stored [m,k] (no trans_a) or [k,m] (trans_a); B stored [k,n] (no trans_b) or [n,k] (trans_b).
   fp8_quantize_operand(dev, qa, kp, descale, g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.trans_a, g.fp8_a);
   fp8_quantize_operand(dev, qb, kp, descale + 1, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, !g.trans_b,
                        g.fp8_b);
+  // B's codes as [np, kp]: rows n..np zero codes, so D's padded rows are exact zeros (plus the zero bias pad).
+  zero_bytes(qb + static_cast<size_t>(g.n * kp), static_cast<size_t>((np - g.n) * kp));
+  if (p.n != np)  // run() widened the outputs to np whenever np != n
+    throw std::logic_error("gemm: FP8 output width " + std::to_string(p.n) + " is not the padded " + std::to_string(np));
   p.a = qa;
   p.b = qb;
   p.k = kp;
@@ -656,6 +766,7 @@ void CublasLtGemm::Impl::quantize_fp8(const GemmArgs& g, Problem& p) {
   p.fp8_b = g.fp8_b.format;
   p.descale_a = descale;
   p.descale_b = descale + 1;
+  p.fast_accum = fp8.fast_accum;
 }
 
 // DGelu / DGeluBGrad (see the top of the file). p holds the plain problem
@@ -663,9 +774,11 @@ void CublasLtGemm::Impl::quantize_fp8(const GemmArgs& g, Problem& p) {
 void CublasLtGemm::Impl::run_backward(const GemmArgs& g, Problem& p) {
   const bool bgrad = g.epilogue == Epilogue::DGeluBGrad;
   const bool aux_ok = g.pre_act.dtype == g.c.dtype && g.n % 8 == 0 && alignment_of(g.pre_act.data) >= 16;
-  // DGELU_BGRAD writes the bias gradient in D's dtype: used only when
-  // bias_grad_out has it; otherwise DGELU and the bias_grad kernel.
-  const bool fused_bgrad = bgrad && g.bias_grad_out.dtype == g.c.dtype;
+  // DGELU_BGRAD writes the bias gradient in BIAS_DATA_TYPE (D's dtype, or
+  // for FP8 fp8_bias_dtype of it: bf16 for an fp32 D): used only when
+  // bias_grad_out has that dtype; otherwise DGELU and the bias_grad kernel.
+  const DType bgrad_dtype = p.fp8 ? fp8_bias_dtype(g.c.dtype) : g.c.dtype;
+  const bool fused_bgrad = bgrad && g.bias_grad_out.dtype == bgrad_dtype;
   bool bias_in_scratch = false;
   bool fused = false;
   if (aux_ok) {
@@ -674,17 +787,18 @@ void CublasLtGemm::Impl::run_backward(const GemmArgs& g, Problem& p) {
     f.aux = g.pre_act.data;
     f.aux_ld = g.n;
     if (fused_bgrad) {
+      f.bias_dtype = bgrad_dtype;
       if (alignment_of(g.bias_grad_out.data) >= 16) {
         f.bias = g.bias_grad_out.data;
       } else {
-        f.bias = dev.scratch(kScratchGemmBias, static_cast<size_t>(g.n) * dtype_size(g.c.dtype));
+        f.bias = dev.scratch(kScratchGemmBias, static_cast<size_t>(g.n) * dtype_size(bgrad_dtype));
         bias_in_scratch = true;
       }
     }
     fused = matmul(f, /*allow_missing=*/true);
     if (!fused) dev.note_gemm_fallback(epilogue_name(f.epilogue));  // refused: counted, never silent
     if (fused && bias_in_scratch)
-      dev.copy(g.bias_grad_out, Tensor(const_cast<void*>(f.bias), g.c.dtype, Shape{g.n}));
+      dev.copy(g.bias_grad_out, Tensor(const_cast<void*>(f.bias), bgrad_dtype, Shape{g.n}));
   }
   if (!fused) {
     // Explicit fallback, the same math as the epilogue: GEMM, then

@@ -17,6 +17,15 @@
 // worst-case bound: it cannot fail on a correct GEMM, and an unquantized
 // operand (checked to differ by far more somewhere) would. A backend whose
 // accumulator keeps fewer bits passes its own u (tests/gpu/test_cuda_gemm_fp8.cpp).
+//
+// With a bias (Epilogue::Bias) or beta != 0 the result also takes one fp32
+// rounding of acc + bias + beta * C0 in the epilogue (<= 2^-24 of its
+// magnitude; 2^-23 (mag + |bias| + |beta C0|) is taken). The bias is the one
+// the backend adds: Fp8Check::bias_rounding says which dtype it rounds the
+// parameter to first (cuBLASLt's FP8 kernels take a bf16 bias for an fp32
+// output, so the CUDA reference rounds it to bf16 as Device::cast does, RNE;
+// the CPU adds it unrounded). The check then asserts the rounding was
+// visible: an unrounded bias is outside the bound somewhere.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -69,19 +78,40 @@ struct Case {
   DType dtype;
   float scale_a, scale_b;
   bool a_saturates, b_saturates;  // the case exercises saturation of that operand
+  // B's format: E5M2 as a gradient is (the backward GEMMs), E4M3 as a weight
+  // is (the forward GEMM, which the CUDA backend runs with fast accumulation).
+  Fp8Format format_b = Fp8Format::E5M2;
 };
 
-// A: activations/weights (E4M3) up to ~40; B: gradients (E5M2), ~1e-5.
+// A: activations/weights (E4M3) up to ~40; B: gradients (E5M2) or weights (E4M3), ~1e-5.
 inline const Case kFp8Cases[] = {
-    Case{DType::F32, 16.0f, 0x1p24f, true, false},    // some of A saturates at 448
-    Case{DType::BF16, 8.0f, 0x1p31f, false, true},    // B saturates above 57344 / 2^31 = 2.7e-5
-    Case{DType::F32, 0.25f, 0x1p10f, false, false}};  // B mostly subnormal or zero
+    Case{DType::F32, 16.0f, 0x1p24f, true, false},   // some of A saturates at 448
+    Case{DType::BF16, 8.0f, 0x1p31f, false, true},   // B saturates above 57344 / 2^31 = 2.7e-5
+    Case{DType::F32, 0.25f, 0x1p10f, false, false},  // B mostly subnormal or zero
+    Case{DType::BF16, 4.0f, 0x1p24f, false, true, Fp8Format::E4M3}};  // forward: B saturates above 448 / 2^24
+
+struct Dims {
+  int64_t m, n, k;
+};
+// k = 41 is no multiple of 16 (the CUDA path pads it), nor is n = 23 (its
+// fp32 rows are 92 bytes: the CUDA path writes them through a padded scratch).
+inline constexpr Dims kOddDims{19, 23, 41};
+inline constexpr Dims kAlignedDims{19, 48, 64};  // n, k multiples of 16: no padding, C written directly
+
+struct Fp8Check {
+  Dims dims = kOddDims;
+  double accum_u = 0x1p-24;            // the accumulator's unit roundoff (fp32 sums)
+  bool bias = false;                   // Epilogue::Bias with an fp32 bias
+  DType bias_rounding = DType::F32;    // the dtype the backend rounds that bias to (F32: unrounded)
+  float beta = 0.0f;                   // != 0: accumulate into a C holding values
+};
 
 // Runs one FP8 GEMM of cs on dev with A stored [m,k] or, trans_a, [k,m] and
-// B stored [k,n] or, trans_b, [n,k], and checks it as the top of the file
-// says. k = 41 is no multiple of 16 (the CUDA path pads it).
-inline void check_fp8_gemm(Device& device, const Case& cs, bool trans_a, bool trans_b, double accum_u = 0x1p-24) {
-  const int64_t m = 19, n = 23, k = 41;
+// B stored [k,n] or, trans_b, [n,k], and checks it as the top of the file says.
+inline void check_fp8_gemm(Device& device, const Case& cs, bool trans_a, bool trans_b, const Fp8Check& opt = {}) {
+  const int64_t m = opt.dims.m, n = opt.dims.n, k = opt.dims.k;
+  const double accum_u = opt.accum_u;
+  const Fp8Format fb = cs.format_b;
   Device* dev = &device;
   std::mt19937 rng(15);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -118,6 +148,17 @@ inline void check_fp8_gemm(Device& device, const Case& cs, bool trans_a, bool tr
   DeviceBuffer da = upload(stored(a, m, k, trans_a), trans_a ? Shape{k, m} : Shape{m, k});
   DeviceBuffer db = upload(stored(b, k, n, trans_b), trans_b ? Shape{n, k} : Shape{k, n});
   DeviceBuffer dc = dev->alloc(Shape{m, n}, DType::F32, MemCategory::Activations);
+  // C's values before the GEMM (read when beta != 0) and the bias: of the
+  // products' order (~1e-3), the bias larger (~0.1) so that its bf16
+  // rounding (up to 2^-9 of it) stands out of the bound.
+  std::vector<float> c0(m * n, 0.0f), bias(n, 0.0f);
+  if (opt.beta != 0.0f)
+    for (auto& x : c0) x = 1e-3f * nd(rng);
+  if (opt.bias)
+    for (auto& x : bias) x = 0.1f * nd(rng);
+  dev->upload(dc, c0.data());
+  DeviceBuffer dbias = dev->alloc(Shape{n}, DType::F32, MemCategory::Params);
+  dev->upload(dbias, bias.data());
   Fp8Slot sa = make_slot(*dev, cs.scale_a, 0.0f), sb = make_slot(*dev, cs.scale_b, 0.0f);
 
   GemmArgs g;
@@ -125,8 +166,13 @@ inline void check_fp8_gemm(Device& device, const Case& cs, bool trans_a, bool tr
   g.trans_a = trans_a, g.trans_b = trans_b;
   g.a = da, g.b = db, g.c = dc;
   g.compute = cs.dtype == DType::F32 ? GemmCompute::F32 : GemmCompute::BF16;
+  g.beta = opt.beta;
+  if (opt.bias) {
+    g.epilogue = Epilogue::Bias;
+    g.bias = dbias;
+  }
   g.fp8_a = operand(sa, Fp8Format::E4M3);
-  g.fp8_b = operand(sb, Fp8Format::E5M2);
+  g.fp8_b = operand(sb, fb);
   dev->gemm(g);
   std::vector<float> c(m * n);
   dev->download(c.data(), dc);
@@ -137,7 +183,7 @@ inline void check_fp8_gemm(Device& device, const Case& cs, bool trans_a, bool tr
   double amax_a = 0, amax_b = 0;
   float sat_a = 0, sat_b = 0;
   for (float x : a) amax_a = std::max(amax_a, std::fabs(double(x))), sat_a += std::fabs(x * cs.scale_a) > kE4M3Max;
-  for (float x : b) amax_b = std::max(amax_b, std::fabs(double(x))), sat_b += std::fabs(x * cs.scale_b) > kE5M2Max;
+  for (float x : b) amax_b = std::max(amax_b, std::fabs(double(x))), sat_b += std::fabs(x * cs.scale_b) > fp8_max(fb);
   EXPECT_EQ(read1(*dev, sa.amax), amax_a);
   EXPECT_EQ(read1(*dev, sb.amax), amax_b);
   EXPECT_EQ(read1(*dev, sa.saturated), sat_a);
@@ -145,21 +191,32 @@ inline void check_fp8_gemm(Device& device, const Case& cs, bool trans_a, bool tr
   EXPECT_EQ(sat_a > 0, cs.a_saturates);
   EXPECT_EQ(sat_b > 0, cs.b_saturates);
 
-  double worst_unquantized = 0;
+  double worst_unquantized = 0, worst_unrounded_bias = 0;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double ref = 0, mag = 0, raw = 0;
       for (int64_t p = 0; p < k; ++p) {
         const double qa = quantize(a[i * k + p], cs.scale_a, Fp8Format::E4M3);
-        const double qb = quantize(b[p * n + j], cs.scale_b, Fp8Format::E5M2);
+        const double qb = quantize(b[p * n + j], cs.scale_b, fb);
         ref += qa * qb;
         mag += std::fabs(qa * qb);
         raw += double(a[i * k + p]) * b[p * n + j];
       }
-      const double bound = (k + 1) * accum_u * mag;
+      const double added_bias = opt.bias_rounding == DType::BF16 ? round_to_bf16(bias[j]) : bias[j];
+      const double c_in = double(opt.beta) * c0[i * n + j];
+      const double bound =
+          (k + 1) * accum_u * mag + 0x1p-23 * (mag + std::fabs(added_bias) + std::fabs(c_in));
+      ref += added_bias + c_in;
+      raw += added_bias + c_in;
       ASSERT_LE(std::fabs(c[i * n + j] - ref), bound) << i << "," << j;
       worst_unquantized = std::max(worst_unquantized, std::fabs(raw - ref) / (bound + 1e-30));
+      worst_unrounded_bias = std::max(worst_unrounded_bias, std::fabs(double(bias[j]) - added_bias) / (bound + 1e-30));
     }
+  // The bias the backend adds really is the rounded one: the unrounded
+  // bias would be outside the bound somewhere (always, when rounded).
+  if (opt.bias && opt.bias_rounding != DType::F32) {
+    EXPECT_GT(worst_unrounded_bias, 2.0);
+  }
   // The operands really were quantized: the unquantized product is far
   // outside the bound somewhere (100x with fp32 sums; a coarser accumulator's
   // wider bound leaves less room, but never less than 2x).

@@ -14,15 +14,34 @@ namespace {
 using namespace mpb;
 using namespace mpb::fp8_gemm_test;
 
-class CpuGemmFp8 : public ::testing::TestWithParam<std::tuple<Case, bool, bool>> {};
+class CpuGemmFp8 : public ::testing::TestWithParam<std::tuple<Case, bool, bool, Dims>> {};
 
 TEST_P(CpuGemmFp8, MatchesFloat64OfQuantizedOperands) {
   auto dev = make_cpu_device();
-  check_fp8_gemm(*dev, std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()));
+  Fp8Check opt;
+  opt.dims = std::get<3>(GetParam());
+  check_fp8_gemm(*dev, std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()), opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CpuGemmFp8,
-                         ::testing::Combine(::testing::ValuesIn(kFp8Cases), ::testing::Bool(), ::testing::Bool()));
+                         ::testing::Combine(::testing::ValuesIn(kFp8Cases), ::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Values(kOddDims, kAlignedDims)));
+
+// The bias epilogue, and accumulation into C: the CPU adds the fp32 bias
+// unrounded (oneDNN gets it widened), so its reference keeps it as is.
+TEST(CpuGemmFp8Epilogue, BiasAndBetaAddedUnrounded) {
+  auto dev = make_cpu_device();
+  for (const Dims& dims : {kOddDims, kAlignedDims}) {
+    Fp8Check bias, accumulate;  // (epilogues take beta == 0: the Device contract)
+    bias.dims = accumulate.dims = dims;
+    bias.bias = true;
+    accumulate.beta = 1.0f;
+    for (const Fp8Check& opt : {bias, accumulate}) {
+      check_fp8_gemm(*dev, kFp8Cases[0], false, true, opt);
+      check_fp8_gemm(*dev, kFp8Cases[3], false, true, opt);
+    }
+  }
+}
 
 TEST(CpuGemmFp8Rules, NanReachesAmaxAndArgumentsAreChecked) {
   auto dev = make_cpu_device();
