@@ -71,7 +71,7 @@ class CudnnHandle {
  public:
   CudnnHandle() = default;
   explicit CudnnHandle(cudnnHandle_t h) : h_(h) {}
-  CudnnHandle(CudnnHandle&& o) noexcept : h_(o.h_), stream_user(o.stream_user) { o.h_ = nullptr; }
+  CudnnHandle(CudnnHandle&& o) noexcept : stream_user(o.stream_user), h_(o.h_) { o.h_ = nullptr; }
   CudnnHandle& operator=(CudnnHandle&& o) noexcept {
     if (this != &o) {
       release();
@@ -192,6 +192,9 @@ SdpaCache& process_cache() {
 // reused by the next device).
 std::atomic<uint64_t> g_next_serial{1};
 
+// CudnnSdpa::set_first_bias_form's choice.
+SdpaBiasForm g_first_bias_form = SdpaBiasForm::kBroadcast;
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -310,7 +313,7 @@ struct CudnnSdpa::Impl {
   SdpaPlan build(const SdpaKey& key) {
     SdpaPlan e;
     e.key = key;
-    SdpaBiasAttempts attempts;
+    SdpaBiasAttempts attempts(g_first_bias_form);
     const auto t0 = std::chrono::steady_clock::now();
     for (;;) {
       dev.note_plan_created();
@@ -424,6 +427,8 @@ void CudnnSdpa::backward(SdpaPlan& p, const SdpaBackwardArgs& a, void* workspace
 }
 
 size_t CudnnSdpa::cached_graphs() { return process_cache().plans(); }
+
+void CudnnSdpa::set_first_bias_form(SdpaBiasForm form) { g_first_bias_form = form; }
 
 }  // namespace mpb::cuda
 

@@ -98,18 +98,19 @@ enum class SdpaVerdict {
 };
 
 // The bias forms one key tries, in order: the broadcast form first (the
-// smaller description), then, after a refusal or a plan failure, the
-// per-query form; after that the key's verdict.
+// smaller description; the GPU tests may start with the other), then, after
+// a refusal or a plan failure, the other form; after that the key's verdict.
 class SdpaBiasAttempts {
  public:
+  explicit SdpaBiasAttempts(SdpaBiasForm first = SdpaBiasForm::kBroadcast) : form_(first) {}
   SdpaBiasForm form() const { return form_; }
   bool done() const { return done_; }
   // The attempt with form() failed as f (kRefused or kPlanFailed). True when
   // another form is to be tried: form() now names it.
   bool failed(SdpaFailure f) {
     if (f == SdpaFailure::kPlanFailed) plan_failed_ = true;
-    if (form_ == SdpaBiasForm::kBroadcast) {
-      form_ = SdpaBiasForm::kPerQuery;
+    if (++tried_ < 2) {
+      form_ = form_ == SdpaBiasForm::kBroadcast ? SdpaBiasForm::kPerQuery : SdpaBiasForm::kBroadcast;
       return true;
     }
     done_ = true;
@@ -119,7 +120,8 @@ class SdpaBiasAttempts {
   SdpaVerdict verdict() const { return plan_failed_ ? SdpaVerdict::kPlanFailed : SdpaVerdict::kRefused; }
 
  private:
-  SdpaBiasForm form_ = SdpaBiasForm::kBroadcast;
+  SdpaBiasForm form_;
+  int tried_ = 0;
   bool plan_failed_ = false;
   bool done_ = false;
 };

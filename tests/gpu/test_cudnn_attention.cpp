@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cuda/attention_cudnn.h"
 #include "backends/cuda/cuda_device.h"
 #include "core/device.h"
 #include "core/numerics.h"
@@ -330,6 +331,24 @@ TEST_F(CudnnAttention, BertTinyBf16MatchesCpu) { run_case(kDims[0], DType::BF16)
 TEST_F(CudnnAttention, BertTinyF16MatchesCpu) { run_case(kDims[0], DType::F16); }
 TEST_F(CudnnAttention, BertBaseBf16MatchesCpu) { run_case(kDims[1], DType::BF16); }
 TEST_F(CudnnAttention, BertBaseF16MatchesCpu) { run_case(kDims[1], DType::F16); }
+#ifdef MPB_HAVE_CUDNN_FRONTEND
+// The padding bias declared [B,1,Tq,Tk] with stride 0 on Tq, the form tried
+// after cuDNN refuses [B,1,1,Tk] (issue 30 item 2): on a GPU that takes the
+// broadcast form it would never run, so this test makes it the first form
+// for a shape no other test builds, then holds it to the CPU like the rest
+// and to its label.
+TEST_F(CudnnAttention, PerQueryBiasFormMatchesCpu) {
+  struct Restore {
+    ~Restore() { cuda::CudnnSdpa::set_first_bias_form(cuda::SdpaBiasForm::kBroadcast); }
+  } restore;
+  cuda::CudnnSdpa::set_first_bias_form(cuda::SdpaBiasForm::kPerQuery);
+  const Dims d{"per_query_bias", 3, 4, 96, 96, 64};
+  const int64_t before = impl_calls("cudnn_sdpa_bias_per_query");
+  run_case(d, DType::BF16);
+  EXPECT_EQ(impl_calls("cudnn_sdpa_bias_per_query"), before + 2) << "cuDNN did not run the per-query bias form";
+}
+#endif
+
 // cuDNN may accept or refuse this one (its own check_support decides); either
 // way the numbers must agree and every call is counted under some
 // implementation.

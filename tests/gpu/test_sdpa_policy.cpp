@@ -59,6 +59,15 @@ TEST(SdpaPolicy, BroadcastFormFirstThenPerQueryThenTheKernel) {
   EXPECT_EQ(a.verdict(), SdpaVerdict::kRefused);
 }
 
+TEST(SdpaPolicy, StartingWithThePerQueryFormFallsBackToTheBroadcastForm) {
+  SdpaBiasAttempts a(SdpaBiasForm::kPerQuery);  // the GPU test's order
+  EXPECT_EQ(a.form(), SdpaBiasForm::kPerQuery);
+  EXPECT_TRUE(a.failed(SdpaFailure::kRefused));
+  EXPECT_EQ(a.form(), SdpaBiasForm::kBroadcast);
+  EXPECT_FALSE(a.failed(SdpaFailure::kRefused));
+  EXPECT_TRUE(a.done());
+}
+
 TEST(SdpaPolicy, APlanFailureOnEitherFormIsTheVerdict) {
   SdpaBiasAttempts first_failed;
   EXPECT_TRUE(first_failed.failed(SdpaFailure::kPlanFailed));  // a plan failure still tries the other form
