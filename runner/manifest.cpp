@@ -14,6 +14,7 @@
 #include "runner/cpu_clocks.h"
 #include "runner/environment_overrides.h"
 #include "runner/library_check.h"
+#include "runner/loaded_libraries.h"
 #ifdef MPB_HAVE_CUDA
 #include "backends/cuda/cuda_device.h"
 #endif
@@ -100,6 +101,8 @@ nlohmann::json libraries_json(const DeviceInfo& dev) {
   for (const std::string& e : check.errors) warnings.push_back("error: " + e);
   for (const std::string& w : check.warnings) warnings.push_back(w);
   l["warnings"] = warnings;
+  // Which copies were mapped (a version does not say whose library it is).
+  l["loaded"] = loaded_cuda_libraries();
   return l;
 }
 
