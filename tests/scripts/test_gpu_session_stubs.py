@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""bin/gpu-session's own rules, run in a bundle of stub programs (no GPU, no build needed):
+
+- a step over its limit is "TIMEOUT", and with less than 20 s of the budget left the
+  remaining steps are "not run (budget)" (optional ones "not run (budget, optional)"),
+  the phase exits 1 and still leaves its two files, well inside the budget;
+- a log over 4 MiB keeps its first 2 and last 1 MiB, so the tarball stays small;
+- a phase where every step passes exits 0, and `next` then goes on to the next phase
+  once the summary is in the ledger.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import unittest
+
+from script_test_helpers import SOURCE_DIR, TempDirTest
+
+STUBS = ("mpbench-env", "runner", "test_gpu", "test_ops_cuda", "nvidia-smi", "compute-sanitizer", "python3")
+
+
+class Stubs(TempDirTest):
+    def bundle(self, behaviour):
+        """A bundle whose programs are stubs; BEHAVIOUR maps a stub's name to a shell line."""
+        b = os.path.join(self.tmp, "mpbench-gpu")
+        for d in ("bin", "scripts", "bench", "stubs"):
+            os.makedirs(os.path.join(b, d))
+        shutil.copy(os.path.join(SOURCE_DIR, "scripts", "bundle", "gpu-session"), os.path.join(b, "bin"))
+        for name in ("gpu_ledger.py", "gpu_session_summary.py"):
+            shutil.copy(os.path.join(SOURCE_DIR, "scripts", name), os.path.join(b, "scripts"))
+        real_python = sys.executable or "/usr/bin/python3"
+        for name in STUBS:
+            where = "stubs" if name in ("nvidia-smi", "compute-sanitizer", "python3") else "bin"
+            # python3: PyTorch's steps pass; the summary and the ledger run on the real one
+            default = (f'case "$1" in bench/*|-c) exit 0;; esac; exec {real_python} "$@"' if name == "python3"
+                       else "exit 0")
+            if name == "mpbench-env":
+                default = 'case "$1" in --quiet) echo "export MPB_STUB=1";; esac; exit 0'
+            with open(os.path.join(b, where, name), "w") as f:
+                f.write("#!/bin/sh\n" + behaviour.get(name, default) + "\n")
+            os.chmod(os.path.join(b, where, name), 0o755)
+        with open(os.path.join(b, "MANIFEST.md"), "w") as f:
+            f.write("- commit: `c0ffee`\n- CUDA sources: `0123456789abcdef` (stub)\n")
+        open(os.path.join(b, "ledger.jsonl"), "w").close()
+        return b
+
+    def session(self, b, *args):
+        env = dict(os.environ, PATH=os.path.join(b, "stubs") + os.pathsep + os.environ["PATH"])
+        t0 = time.monotonic()
+        p = subprocess.run([os.path.join(b, "bin", "gpu-session"), *args], capture_output=True, text=True,
+                           timeout=120, env=env)
+        return p, time.monotonic() - t0
+
+    def test_timeout_then_the_budget_runs_out(self):
+        b = self.bundle({"mpbench-env": 'case "$1" in --quiet) exit 0;; esac; sleep 30'})
+        out = os.path.join(self.tmp, "out")
+        p, wall = self.session(b, "first", out, "--budget", "21")
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertLess(wall, 21 + 15, "the phase ran past its budget (kill-after 10 s included)")
+        with open(os.path.join(out, "first-summary.txt")) as f:
+            text = f.read()
+        self.assertRegex(text, r"(?m)^mpbench-env +TIMEOUT \(10 s\)")
+        self.assertRegex(text, r"(?m)^bert-cell +not run \(budget\)")
+        self.assertRegex(text, r"(?m)^torch-cell +not run \(budget, optional\)")
+        self.assertTrue(os.path.exists(os.path.join(out, "first.tar.gz")))
+        record = json.loads(text.split("ledger-json: ", 1)[1].splitlines()[0])
+        codes = {s["name"]: s["code"] for s in record["steps"]}
+        self.assertEqual((codes["mpbench-env"], codes["bert-cell"], codes["torch-cell"]),
+                         ("timeout", "not-run", "optional"))
+
+    def test_a_big_log_is_cut(self):
+        b = self.bundle({"test_ops_cuda": "head -c 6000000 /dev/zero | tr '\\0' x; echo; echo THE-END"})
+        out = os.path.join(self.tmp, "out")
+        p, _ = self.session(b, "first", out)
+        with tarfile.open(os.path.join(out, "first.tar.gz")) as t:
+            log = t.extractfile("first/test_ops_cuda.txt").read()
+        self.assertLess(len(log), 3 * 1048576 + 4096)
+        self.assertIn(b"gpu-session cut", log)
+        self.assertTrue(log.rstrip().endswith(b"THE-END"), log[-100:])
+
+    def test_all_passed_exits_0_and_next_goes_on(self):
+        b = self.bundle({})
+        out = os.path.join(self.tmp, "out")
+        p, _ = self.session(b, "next", out)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("phase: first", p.stderr)
+        ledger_dir = os.path.join(self.tmp, "ledger")
+        add = subprocess.run([sys.executable, os.path.join(b, "scripts", "gpu_ledger.py"), "add",
+                              os.path.join(out, "first-summary.txt"), "--dir", ledger_dir],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(add.returncode, 0, add.stderr)
+        shutil.copy(os.path.join(ledger_dir, "ledger.jsonl"), os.path.join(b, "ledger.jsonl"))
+        p, _ = self.session(b, "which")
+        self.assertIn("phase: sanitize", p.stdout, p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]], verbosity=1)
