@@ -14,6 +14,7 @@
 #include "runner/doctor_checks.h"
 #include "runner/energy_meter.h"
 #include "runner/library_check.h"
+#include "runner/loaded_libraries.h"
 #include "runner/manifest.h"
 #include "runner/seconds_since.h"
 #include "runner/terminal_table.h"
@@ -99,6 +100,7 @@ void add_library_check(DoctorCheck& c, const std::string& requested, bool grade)
   for (const std::string& e : lib.errors) warnings.push_back("error: " + e);
   for (const std::string& w : lib.warnings) warnings.push_back(w);
   c.data["library_warnings"] = warnings;
+  c.data["loaded_libraries"] = loaded_cuda_libraries();  // which copies: toolkit's, a wheel's (runner/loaded_libraries.h)
   c.finding += "; " + header_runtime_text(lib.versions);
   for (const auto& w : warnings) c.meaning += (c.meaning.empty() ? "" : "; ") + w.get<std::string>();
   if (!grade || requested == "cpu") return;
