@@ -541,7 +541,9 @@ void CublasLtGemm::run(const GemmArgs& g) {
 // scratch (C copied in first when beta != 0; pre_act copied in when it is
 // the backward epilogues' input; the bias zero-padded), then the first n
 // columns copied back. The padded columns multiply zero rows of B's codes
-// and a zero bias: finite, and never read.
+// and a zero bias (DGelu reads uninitialised pre_act there): every column of
+// D, and of the bias gradient, depends on its own column only, and the pad
+// columns are never copied back.
 void CublasLtGemm::Impl::run_fp8_through_scratch(const GemmArgs& g, const Fp8GemmLayout& fp8) {
   const int64_t m = g.m, n = g.n, np = fp8.n_padded;
   GemmArgs wide = g;
