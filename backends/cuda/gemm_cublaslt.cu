@@ -151,6 +151,9 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -518,6 +521,27 @@ std::string CublasLtGemm::math(GemmCompute c) {
   return "cublasLt " + compute + ", " + operands + ", scale CUDA_R_32F";
 }
 
+namespace {
+// The scratch output is no fallback (the GEMM still runs on FP8 tensor
+// cores) but it costs a copy the caller can avoid: said on stderr once per
+// (n, output dtype, alignment) in the process, not per call.
+void note_fp8_scratch_output(const GemmArgs& g, const Fp8GemmLayout& fp8) {
+  static std::mutex mutex;
+  static std::set<std::array<int64_t, 3>> said;
+  const std::array<int64_t, 3> key{g.n, static_cast<int64_t>(g.c.dtype), fp8.n_padded == g.n ? 1 : 0};
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (!said.insert(key).second) return;
+  }
+  std::fprintf(stderr,
+               "mpbench cuda: FP8 GEMM output [m, %lld] %s %s: written through an [m, %lld] scratch and copied back "
+               "(cuBLASLt's FP8 kernels need n %% 16 == 0 and 16-byte aligned outputs)\n",
+               static_cast<long long>(g.n), dtype_name(g.c.dtype),
+               fp8.n_padded == g.n ? "is not 16-byte aligned" : "is not 16 columns wide",
+               static_cast<long long>(fp8.n_padded));
+}
+}  // namespace
+
 void CublasLtGemm::run(const GemmArgs& g) {
   check_limits(g);
   if (!g.fp8_a.enabled) {
@@ -530,6 +554,7 @@ void CublasLtGemm::run(const GemmArgs& g) {
   const Fp8GemmLayout fp8 = fp8_gemm_layout(g.m, g.n, g.k, g.c.dtype, g.beta, c_align < pre_align ? c_align : pre_align,
                                             g.fp8_a.format, g.fp8_b.format);
   if (fp8.scratch_output) {
+    note_fp8_scratch_output(g, fp8);
     impl_->run_fp8_through_scratch(g, fp8);
   } else {
     impl_->run_planned(g, g, &fp8);
