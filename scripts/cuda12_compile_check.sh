@@ -30,7 +30,8 @@ build=${MPB_CUDA12_BUILD_DIR:-$root/build-cu12}
 archs=${MPB_CUDA12_ARCHITECTURES:-80-real;86-real;90-real}
 source "$root/scripts/lib/stage.sh"   # stage "NAME: what" COMMAND..., mmss SECONDS
 die() { echo "cuda12_compile_check: $*" >&2; exit 1; }
-locked() { if [[ -n ${MPB_BUILD_LOCK:-} ]]; then flock "$MPB_BUILD_LOCK" "$@"; else "$@"; fi; }
+# locked COMMAND...: COMMAND (a shell function too) holding MPB_BUILD_LOCK where one is set.
+locked() { if [[ -n ${MPB_BUILD_LOCK:-} ]]; then (flock 9 && "$@") 9>>"$MPB_BUILD_LOCK"; else "$@"; fi; }
 
 # ---- what is downloaded: pinned versions and SHA-256s -----------------------------------
 # CUDA 12.4 is the oldest 12.x the backend promises (docs/GPU.md): an API that appeared
@@ -110,7 +111,11 @@ assemble_toolkit() {
   local tmp=$toolkit.tmp w pkg
   rm -rf "$tmp" && mkdir -p "$tmp"/{bin,include,lib64,nvvm/bin,x}
   for w in "$cache"/wheels/nvidia_*cu12*.whl; do
-    unzip -q -o "$w" 'nvidia/*' -x '*/__init__.py' -d "$tmp/x"
+    # cuDNN 9's libcudnn.so.9 loads its sub-libraries (libcudnn_engines_*, 1 GB unpacked)
+    # at run time only: linking needs the shim alone.
+    local skip=('*/__init__.py')
+    [[ $(basename "$w") == nvidia_cudnn_cu12-* ]] && skip+=('nvidia/cudnn/lib/libcudnn_*')
+    unzip -q -o "$w" 'nvidia/*' -x "${skip[@]}" -d "$tmp/x"
   done
   for pkg in "$tmp"/x/nvidia/*/; do
     [[ -d $pkg/include ]] && cp -a "$pkg/include/." "$tmp/include/"
@@ -176,12 +181,12 @@ stage "compiling: mpb_cuda (every CUDA translation unit) with CUDA $toolkit_vers
   locked cmake --build "$build" -j"$(nproc)" --target mpb_cuda
 
 # ---- 4. link ------------------------------------------------------------------------------
-link() {
+link_check() {
   printf 'int main() { return 0; }\n' >"$build/cuda12_link_check.cpp"
   g++ -o "$build/cuda12_link_check" "$build/cuda12_link_check.cpp" \
     -Wl,--whole-archive "$build/libmpb_cuda.a" -Wl,--no-whole-archive "$build/libmpb_core.a" \
     -L"$toolkit/lib64" -Wl,-rpath-link,"$toolkit/lib64" -lcudnn -lcublasLt -lcublas -lnvrtc -lcudart -lpthread -ldl
   echo "linked: every object of libmpb_cuda.a against $(cd "$toolkit/lib64" && ls libcudart.so.* libcublasLt.so.* libcudnn.so.? libnvrtc.so.* | paste -sd ' ')"
 }
-stage "linking: libmpb_cuda.a's every object against CUDA $toolkit_version and cuDNN 9.1" locked link
+stage "linking: libmpb_cuda.a's every object against CUDA $toolkit_version and cuDNN 9.1" locked link_check
 echo "cuda12_compile_check: OK (CUDA $toolkit_version, archs $archs)"
