@@ -48,7 +48,8 @@ def read_steps(path):
 
 def machine(logs):
     """{gpu, driver, sm_clock, torch, torch_cudnn, libraries, doctor} from the environment steps."""
-    m = {"gpu": "", "driver": "", "sm_clock": "", "torch": "", "torch_cudnn": "", "libraries": {}, "doctor": ""}
+    m = {"gpu": "", "driver": "", "sm_clock": "", "torch": "", "torch_cudnn": "", "libraries": {}, "doctor": "",
+         "header_vs_runtime": {}, "library_warnings": [], "loaded_libraries": []}
     smi = [ln for ln in read_text(os.path.join(logs, "nvidia-smi.txt")).splitlines()
            if ln and not ln.startswith("==") and not ln.startswith("name")]
     if smi:
@@ -64,7 +65,13 @@ def machine(logs):
         with open(os.path.join(logs, "doctor.json")) as f:
             doctor = json.load(f)
         gpu = next(c for c in doctor.get("checks", []) if c.get("name") == "gpu")
-        m["libraries"] = (gpu.get("data") or {}).get("libraries") or {}
+        data = gpu.get("data") or {}
+        m["libraries"] = data.get("libraries") or {}
+        # runner doctor's header-vs-runtime check (item 5): {library: {header, runtime}}, its
+        # warnings, and which copies of the libraries the runner loaded (item 8)
+        m["header_vs_runtime"] = data.get("header_vs_runtime") or {}
+        m["library_warnings"] = data.get("library_warnings") or []
+        m["loaded_libraries"] = data.get("loaded_libraries") or []
         m["doctor"] = f"{gpu.get('status', '?')}: {gpu.get('finding', '')}"
     except (OSError, ValueError, StopIteration):
         pass
@@ -138,6 +145,14 @@ def main():
     print(f"bundle: commit {a.commit or '?'}, CUDA sources {a.cuda_sources or '?'}")
     print(f"GPU: {m['gpu'] or '? (nvidia-smi and PyTorch named none)'}; driver {m['driver'] or '?'}; SM clock {m['sm_clock'] or '?'}")
     print(f"runner's libraries (doctor): {libs}")
+    if m["header_vs_runtime"]:
+        print("headers vs loaded: " + ", ".join(
+            f"{k} {v.get('header') or 'none'} / {v.get('runtime')}" for k, v in sorted(m["header_vs_runtime"].items())
+            if isinstance(v, dict) and "header" in v))
+    for w in m["library_warnings"]:
+        print(f"library warning: {w}")
+    if m["loaded_libraries"]:
+        print("the runner loaded: " + ", ".join(m["loaded_libraries"]))
     if m["doctor"]:
         print(f"doctor's gpu check: {m['doctor']}")
     print(f"PyTorch: {m['torch'] or '?'}, its cuDNN {m['torch_cudnn'] or '?'}")
@@ -154,7 +169,9 @@ def main():
     print("\nlibrary logs in the tarball: " + (", ".join(logs_said) or "none written"))
     record = {"schema": "mpbench.gpu_lease/1", "date": date, "phase": a.phase, "commit": a.commit,
               "cuda_sources": a.cuda_sources, "gpu": m["gpu"], "driver": m["driver"],
-              "cudnn": m["libraries"].get("cudnn", ""), "libraries": m["libraries"], "torch": m["torch"],
+              "cudnn": m["libraries"].get("cudnn", ""), "libraries": m["libraries"],
+              "header_vs_runtime": m["header_vs_runtime"], "library_warnings": m["library_warnings"],
+              "loaded_libraries": m["loaded_libraries"], "torch": m["torch"],
               "torch_cudnn": m["torch_cudnn"], "budget_s": a.budget, "elapsed_s": a.elapsed,
               "steps": [{"name": n, "code": c, "status": s, "secs": t} for n, c, s, t, _ in steps],
               "figures": figures}

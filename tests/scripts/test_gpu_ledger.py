@@ -189,7 +189,11 @@ class SummaryAndAdd(TempDirTest):
                 f.write(text)
         with open(os.path.join(logs, "doctor.json"), "w") as f:
             json.dump({"checks": [{"name": "gpu", "status": "ok", "finding": "1 GPU",
-                                   "data": {"libraries": {"cudnn": "9.19.0", "cublasLt": "13.1.0"}}}]}, f)
+                                   "data": {"libraries": {"cudnn": "9.19.0", "cublasLt": "13.1.0"},
+                                            "header_vs_runtime": {"cudnn": {"header": "9.19.0", "runtime": "9.10.2"},
+                                                                  "cuda_driver": {"runtime": "13.0"}},
+                                            "library_warnings": ["cuDNN runtime 9.10.2 is older than the headers"],
+                                            "loaded_libraries": ["/opt/torch/lib/libcudnn.so.9"]}}]}, f)
         with open(os.path.join(cells, "cell.json"), "w") as f:
             json.dump({"cell_id": "(base)", "axes": {}, "config": {"precision": "amp_bf16", "fusion": "on",
                                                                   "model": {"seq_len": 128}},
@@ -216,7 +220,9 @@ class SummaryAndAdd(TempDirTest):
                      "attention_impl cudnn_sdpa", "0 plans created, 0 allocations, 2 host syncs/step", "step 16.38 ms",
                      "250000 tokens/s", "mpbench/PyTorch = 1.25x", "412 ran: 410 passed, 2 failed",
                      "CudaOps/Case.gemm_fp8_odd", "kernel gelu_fwd failed while executing",
-                     "sanitizer: 0 errors", "commit c0ffee, CUDA sources " + H, "doctor's gpu check: ok: 1 GPU", "1. crashes or failures: test_ops_cuda",
+                     "sanitizer: 0 errors", "commit c0ffee, CUDA sources " + H, "doctor's gpu check: ok: 1 GPU", "headers vs loaded: cudnn 9.19.0 / 9.10.2",
+                     "library warning: cuDNN runtime 9.10.2 is older than the headers",
+                     "the runner loaded: /opt/torch/lib/libcudnn.so.9", "1. crashes or failures: test_ops_cuda",
                      "cuDNN attention and no plan in its timed steps: yes",
                      "4. against PyTorch on this GPU: mpbench/PyTorch = 1.25x"):
             self.assertIn(said, text)
