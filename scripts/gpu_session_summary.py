@@ -234,8 +234,12 @@ def step_table_and_cells(a, steps):
         print("first kernel fault per step:\n  " + "\n  ".join(faults))
 
     torch = {}
+    torch_libraries = []
     for name in ("torch-cell", "torch-precisions"):
-        torch.update(torch_tokens(read_text(os.path.join(a.logs, f"{name}.txt"))))
+        text = read_text(os.path.join(a.logs, f"{name}.txt"))
+        torch.update(torch_tokens(text))
+        # bench/torch_bert_gpu.py's own 'libraries:' lines: what PyTorch loaded, from where
+        torch_libraries += [ln for ln in re.findall(r"^libraries: .*$", text, re.M) if ln not in torch_libraries]
     for experiment in (CELL_EXPERIMENT, "gpu_smoke"):
         cells = cell_figures(a.logs, experiment)
         if not cells:
@@ -262,6 +266,8 @@ def step_table_and_cells(a, steps):
                 figures[f"{experiment} {cell_id}"]["mpbench_over_torch"] = round(ratio, 3)
     if torch and not any(k.startswith(CELL_EXPERIMENT) or k.startswith("gpu_smoke") for k in figures):
         print("\nPyTorch alone: " + ", ".join(f"{p} {v:.0f} tokens/s" for p, v in sorted(torch.items())))
+    if torch_libraries:
+        print("PyTorch's side, as bench/torch_bert_gpu.py says:\n  " + "\n  ".join(torch_libraries))
     return figures, failed_tests
 
 

@@ -182,7 +182,8 @@ class SummaryAndAdd(TempDirTest):
                              "[  FAILED  ] CudaOps/Case.attention_packed\n"
                              "mpbench: x.cu:12: kernel gelu_fwd failed while executing (MPB_CUDA_DEBUG_SYNC): boom\n",
             "memcheck-small": "========= ERROR SUMMARY: 0 errors\n",
-            "torch-cell": "torch                amp_bf16       200000 tokens/s\n",
+            "torch-cell": "torch                amp_bf16       200000 tokens/s\n"
+                          "libraries: torch 2.11.0, CUDA 13.0, cuDNN 9.10.2; mapped: /opt/torch/libcudnn.so.9\n",
         }
         for name, text in texts.items():
             with open(os.path.join(logs, name + ".txt"), "w") as f:
@@ -222,7 +223,8 @@ class SummaryAndAdd(TempDirTest):
                      "CudaOps/Case.gemm_fp8_odd", "kernel gelu_fwd failed while executing",
                      "sanitizer: 0 errors", "commit c0ffee, CUDA sources " + H, "doctor's gpu check: ok: 1 GPU", "headers vs loaded: cudnn 9.19.0 / 9.10.2",
                      "library warning: cuDNN runtime 9.10.2 is older than the headers",
-                     "the runner loaded: /opt/torch/lib/libcudnn.so.9", "1. crashes or failures: test_ops_cuda",
+                     "the runner loaded: /opt/torch/lib/libcudnn.so.9",
+                     "libraries: torch 2.11.0, CUDA 13.0, cuDNN 9.10.2; mapped: /opt/torch/libcudnn.so.9", "1. crashes or failures: test_ops_cuda",
                      "cuDNN attention and no plan in its timed steps: yes",
                      "4. against PyTorch on this GPU: mpbench/PyTorch = 1.25x"):
             self.assertIn(said, text)
