@@ -175,7 +175,11 @@ def machine_rows(rs):
         ]
     if m.get("compiler"):
         rows.append(("compiler", m["compiler"]))
-    libs = {k: v for k, v in (m.get("libraries") or {}).items() if v}
+    libraries = m.get("libraries") or {}
+    # The version strings; header_vs_runtime, warnings and the mapped copies are objects (docs/RESULTS.md).
+    libs = {k: v for k, v in libraries.items() if v and isinstance(v, str)}
     if libs:
         rows.append(("libraries", ", ".join(f"{k} {v}" for k, v in libs.items())))
+    for w in libraries.get("warnings") or []:
+        rows.append(("library warning", w))
     return [(k, "—" if v is None else str(v)) for k, v in rows]
