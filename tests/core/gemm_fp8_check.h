@@ -101,7 +101,9 @@ inline constexpr Dims kAlignedDims{19, 48, 64};  // n, k multiples of 16: no pad
 struct Fp8Check {
   Dims dims = kOddDims;
   double accum_u = 0x1p-24;            // the accumulator's unit roundoff (fp32 sums)
-  bool bias = false;                   // Epilogue::Bias with an fp32 bias
+  // None, or Bias / BiasGelu with an fp32 bias (BiasGelu also writes an fp32
+  // pre_act, which the CUDA path passes through its GELU aux).
+  Epilogue epilogue = Epilogue::None;
   DType bias_rounding = DType::F32;    // the dtype the backend rounds that bias to (F32: unrounded)
   float beta = 0.0f;                   // != 0: accumulate into a C holding values
 };
@@ -154,11 +156,13 @@ inline void check_fp8_gemm(Device& device, const Case& cs, bool trans_a, bool tr
   std::vector<float> c0(m * n, 0.0f), bias(n, 0.0f);
   if (opt.beta != 0.0f)
     for (auto& x : c0) x = 1e-3f * nd(rng);
-  if (opt.bias)
+  const bool has_bias = opt.epilogue != Epilogue::None, gelu = opt.epilogue == Epilogue::BiasGelu;
+  if (has_bias)
     for (auto& x : bias) x = 0.1f * nd(rng);
   dev->upload(dc, c0.data());
   DeviceBuffer dbias = dev->alloc(Shape{n}, DType::F32, MemCategory::Params);
   dev->upload(dbias, bias.data());
+  DeviceBuffer dpre = dev->alloc(Shape{m, n}, DType::F32, MemCategory::Activations);
   Fp8Slot sa = make_slot(*dev, cs.scale_a, 0.0f), sb = make_slot(*dev, cs.scale_b, 0.0f);
 
   GemmArgs g;
@@ -167,15 +171,17 @@ inline void check_fp8_gemm(Device& device, const Case& cs, bool trans_a, bool tr
   g.a = da, g.b = db, g.c = dc;
   g.compute = cs.dtype == DType::F32 ? GemmCompute::F32 : GemmCompute::BF16;
   g.beta = opt.beta;
-  if (opt.bias) {
-    g.epilogue = Epilogue::Bias;
+  if (has_bias) {
+    g.epilogue = opt.epilogue;
     g.bias = dbias;
   }
+  if (gelu) g.pre_act = dpre;
   g.fp8_a = operand(sa, Fp8Format::E4M3);
   g.fp8_b = operand(sb, fb);
   dev->gemm(g);
-  std::vector<float> c(m * n);
+  std::vector<float> c(m * n), pre(m * n);
   dev->download(c.data(), dc);
+  if (gelu) dev->download(pre.data(), dpre);
 
   auto quantize = [](float x, float s, Fp8Format f) {
     return static_cast<double>(fp8_bits_to_float(float_to_fp8_bits(x * s, f, true), f)) / s;
@@ -208,13 +214,23 @@ inline void check_fp8_gemm(Device& device, const Case& cs, bool trans_a, bool tr
           (k + 1) * accum_u * mag + 0x1p-23 * (mag + std::fabs(added_bias) + std::fabs(c_in));
       ref += added_bias + c_in;
       raw += added_bias + c_in;
-      ASSERT_LE(std::fabs(c[i * n + j] - ref), bound) << i << "," << j;
+      if (gelu) {
+        // pre_act holds the GEMM + bias; C its GELU. GELU's slope is at most
+        // 1.13, and a library's GELU may differ from the tanh formula by
+        // 2^-10 relative + 1e-6 (the op checks' allowance, opcheck/cases_gemm.cpp).
+        ASSERT_LE(std::fabs(pre[i * n + j] - ref), bound) << "pre_act " << i << "," << j;
+        const double gelu_ref = 0.5 * ref * (1.0 + std::tanh(0.7978845608028654 * (ref + 0.044715 * ref * ref * ref)));
+        ASSERT_LE(std::fabs(c[i * n + j] - gelu_ref), 1.13 * bound + std::ldexp(std::fabs(ref), -10) + 1e-6)
+            << "gelu " << i << "," << j;
+      } else {
+        ASSERT_LE(std::fabs(c[i * n + j] - ref), bound) << i << "," << j;
+      }
       worst_unquantized = std::max(worst_unquantized, std::fabs(raw - ref) / (bound + 1e-30));
       worst_unrounded_bias = std::max(worst_unrounded_bias, std::fabs(double(bias[j]) - added_bias) / (bound + 1e-30));
     }
   // The bias the backend adds really is the rounded one: the unrounded
   // bias would be outside the bound somewhere (always, when rounded).
-  if (opt.bias && opt.bias_rounding != DType::F32) {
+  if (has_bias && opt.bias_rounding != DType::F32) {
     EXPECT_GT(worst_unrounded_bias, 2.0);
   }
   // The operands really were quantized: the unquantized product is far

@@ -27,16 +27,17 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CpuGemmFp8,
                          ::testing::Combine(::testing::ValuesIn(kFp8Cases), ::testing::Bool(), ::testing::Bool(),
                                             ::testing::Values(kOddDims, kAlignedDims)));
 
-// The bias epilogue, and accumulation into C: the CPU adds the fp32 bias
+// The bias and bias+GELU epilogues, and accumulation into C: the CPU adds the fp32 bias
 // unrounded (oneDNN gets it widened), so its reference keeps it as is.
-TEST(CpuGemmFp8Epilogue, BiasAndBetaAddedUnrounded) {
+TEST(CpuGemmFp8Epilogue, BiasGeluAndBetaWithTheBiasUnrounded) {
   auto dev = make_cpu_device();
   for (const Dims& dims : {kOddDims, kAlignedDims}) {
-    Fp8Check bias, accumulate;  // (epilogues take beta == 0: the Device contract)
-    bias.dims = accumulate.dims = dims;
-    bias.bias = true;
+    Fp8Check bias, gelu, accumulate;  // (epilogues take beta == 0: the Device contract)
+    bias.dims = gelu.dims = accumulate.dims = dims;
+    bias.epilogue = Epilogue::Bias;
+    gelu.epilogue = Epilogue::BiasGelu;
     accumulate.beta = 1.0f;
-    for (const Fp8Check& opt : {bias, accumulate}) {
+    for (const Fp8Check& opt : {bias, gelu, accumulate}) {
       check_fp8_gemm(*dev, kFp8Cases[0], false, true, opt);
       check_fp8_gemm(*dev, kFp8Cases[3], false, true, opt);
     }
