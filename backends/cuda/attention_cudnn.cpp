@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -168,24 +169,36 @@ namespace {
 
 using SdpaCache = OrdinalPlanCache<CudnnHandle, SdpaKey, SdpaPlan, KeyHash>;
 
-// The process's one cache. A function-local static, first made by the first
-// fp16/bf16 attention call, i.e. after the CUDA runtime was initialised by
-// the device's constructor: static destruction runs in reverse order of
-// construction, so at exit the graphs and then the handles are released
-// before the runtime tears down its contexts. `gone` (trivially destructible,
-// so still readable afterwards) tells a device that outlives it (one held in
-// a static) not to touch it.
-struct ProcessSdpaCache {
-  SdpaCache cache;
-  static bool& gone() {
-    static bool g = false;
-    return g;
-  }
-  ~ProcessSdpaCache() { gone() = true; }
-};
+// The process's one cache, made by the first fp16/bf16 attention call and
+// released at exit: its graphs first, then the handles (the cache's order),
+// while the CUDA runtime and the cuDNN libraries are still up. The runtime
+// registered its own teardown when it started, before any device existed,
+// so it runs after ours; cuDNN 9 dlopens its sub-libraries (graph, engines,
+// NVRTC) inside cudnnCreate and the first graph builds, and their static
+// destructors run in reverse order of loading, interleaved with atexit
+// handlers. So the release is registered again after every library load
+// (the handle made, each graph built) and the last registration, which
+// runs first, precedes everything loaded so far. It runs once; later calls
+// find nothing. A device still alive then (one held in a static) finds
+// `g_sdpa_cache_released` and leaves the handle alone.
+SdpaCache* g_sdpa_cache = nullptr;
+bool g_sdpa_cache_released = false;
+
 SdpaCache& process_cache() {
-  static ProcessSdpaCache c;
-  return c.cache;
+  if (!g_sdpa_cache) g_sdpa_cache = new SdpaCache;
+  return *g_sdpa_cache;
+}
+
+void release_process_cache() {
+  delete g_sdpa_cache;  // ~OrdinalPlanCache: each GPU's graphs, then its handle
+  g_sdpa_cache = nullptr;
+  g_sdpa_cache_released = true;
+}
+
+void release_after_these_libraries() {
+  if (std::atexit(release_process_cache) != 0)
+    std::fprintf(stderr, "mpbench cuda: cannot register the cuDNN graphs' release at exit; the process leaves "
+                         "them to the driver\n");
 }
 
 // Each CudnnSdpa's number, for CudnnHandle::stream_user (an address could be
@@ -375,7 +388,7 @@ CudnnSdpa::CudnnSdpa(CudaDevice& dev) : impl_(std::make_unique<Impl>(dev)) {}
 
 CudnnSdpa::~CudnnSdpa() {
   // The handle outlives this device: it must not keep its destroyed stream.
-  if (!impl_->ctx || ProcessSdpaCache::gone()) return;
+  if (!impl_->ctx || g_sdpa_cache_released) return;
   CudnnHandle& h = impl_->ctx->handle;
   if (!h || h.stream_user != impl_->serial) return;
   const cudnnStatus_t st = cudnnSetStream(h.get(), nullptr);
@@ -391,6 +404,7 @@ SdpaChoice CudnnSdpa::prepare(const SdpaKey& key) {
     bool first = false;
     MPB_CUDA_CHECK(cudaSetDevice(m.dev.ordinal()));  // cudnnCreate binds the current device
     m.ctx = &process_cache().context(m.dev.ordinal(), make_handle, &first);
+    if (first && m.ctx->handle) release_after_these_libraries();
     if (first && !m.ctx->handle)
       std::fprintf(stderr,
                    "mpbench cuda: cuDNN is unavailable on GPU %d (%s); every fused attention call on it runs the "
@@ -399,7 +413,10 @@ SdpaChoice CudnnSdpa::prepare(const SdpaKey& key) {
   }
   if (!m.ctx->handle) return {nullptr, sdpa_fallback_label(SdpaVerdict::kNoHandle)};
   SdpaPlan* p = SdpaCache::find(*m.ctx, key);
-  if (!p) p = &SdpaCache::insert(*m.ctx, key, m.build(key));
+  if (!p) {
+    p = &SdpaCache::insert(*m.ctx, key, m.build(key));
+    release_after_these_libraries();  // the build may have loaded engine libraries
+  }
   if (!p->graph) return {nullptr, sdpa_fallback_label(p->verdict)};
   return {p, nullptr};
 }
