@@ -1,5 +1,8 @@
-// Writes a file so that readers see either the old content or the new one,
-// never a partial file: write <path>.tmp, flush it to disk, rename over <path>.
+// Writes a file by runner/output_path.h's rule: a regular file (or a new one)
+// so that readers see either the old content or the new one, never a partial
+// file (write <path>.tmp, flush it to disk, rename over <path>); "-", a
+// device, a FIFO or a symlink in place, as a stream; a directory and the
+// other refusals throw OutputPathError before anything is written.
 #pragma once
 
 #include <string>

@@ -10,6 +10,7 @@
 #include <exception>
 
 #include "runner/atomic_file.h"
+#include "runner/output_path.h"
 #include "runner/doctor_checks.h"
 #include "runner/manifest.h"
 #include "runner/seconds_since.h"
@@ -136,6 +137,16 @@ int run_doctor(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  // The output path is judged before its checks run: a directory or a missing parent
+  // fails now, not after minutes of work (runner/output_path.h).
+  if (!opt.json_path.empty()) {
+    try {
+      check_output_path(opt.json_path);
+    } catch (const OutputPathError& e) {
+      std::fprintf(stderr, "error: --json: %s\n", e.what());
+      return 2;
+    }
   }
 
   const auto t0 = std::chrono::steady_clock::now();

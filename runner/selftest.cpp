@@ -12,6 +12,7 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "runner/atomic_file.h"
+#include "runner/output_path.h"
 #include "runner/device_factory.h"
 #include "runner/manifest.h"
 #include "runner/seconds_since.h"
@@ -216,6 +217,16 @@ int run_selftest(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  // The output path is judged before the checks run: a directory or a missing parent
+  // fails now, not after minutes of work (runner/output_path.h).
+  if (!json_path.empty()) {
+    try {
+      check_output_path(json_path);
+    } catch (const OutputPathError& e) {
+      std::fprintf(stderr, "error: --json: %s\n", e.what());
+      return 2;
+    }
   }
 
   std::unique_ptr<Device> dev, cpu;
