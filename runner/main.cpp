@@ -10,6 +10,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <tuple>
 
@@ -27,6 +28,16 @@
 
 namespace {
 void on_sigint(int) { mpb::g_interrupted = true; }
+
+// --max-minutes 0 would start no repeat at all; it once meant "no limit"
+// without saying so, so it is refused rather than guessed at.
+const CLI::Validator positive_minutes(
+    [](std::string& text) {
+      return std::strtod(text.c_str(), nullptr) > 0 ? std::string()
+                                                     : std::string("must be more than 0 minutes (leave --max-minutes out "
+                                                                   "for no limit)");
+    },
+    "MINUTES > 0");
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,8 +71,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 60000.0));
   app.add_option("--max-minutes", opt.max_minutes,
                  "start no repeat after this many minutes (the running one finishes): the run stops cleanly, "
-                 "exit code 5, and --resume continues it; for runs in slices (a GPU lease, a job's time limit)")
+                 "exit code 5, and --resume continues it; for runs in slices (a GPU lease, a job's time limit). "
+                 "More than 0 (0 is refused: leave the option out for no limit)")
       ->check(CLI::Range(0.0, 1e6))
+      ->check(positive_minutes)
       ->type_name("MINUTES");
   app.add_flag("--fail-on-divergence", opt.fail_on_divergence,
                "exit 3 when a cell diverged (a non-finite final or eval loss); by default divergence is a "
@@ -80,7 +93,7 @@ int main(int argc, char** argv) {
   app.add_option("--inject-hang", opt.inject_hang,
                  "TESTING ONLY: cells matching this --filter expression hang after step 3 (a planted hang for the "
                  "watchdog's test; recorded in the manifest)");
-  app.add_option("--assume-gpu", opt.assume_gpu,
+  auto* assume_gpu_opt = app.add_option("--assume-gpu", opt.assume_gpu,
                  "estimate the run's time for this GPU's dense peaks (rtx3090, a100, h100, l4, rtx4090, ...; "
                  "docs/CONFIG.md): --dry-run prints it per cell; a real run keeps it beside the measured time")
       ->type_name("NAME");
@@ -111,6 +124,10 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? mpb::kExitOk : mpb::kExitBadInput;
   }
   opt.order = mpb::parse_run_order(order);
+  if (assume_gpu_opt->count() && opt.assume_gpu.empty()) {
+    std::fprintf(stderr, "error: --assume-gpu '': name a GPU (rtx3090, a100, h100, l4, rtx4090, ...; docs/CONFIG.md)\n");
+    return mpb::kExitBadInput;
+  }
   if (std::string error; !opt.assume_gpu.empty() && !mpb::assumed_gpu_basis(opt.assume_gpu, &error)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return mpb::kExitBadInput;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "runner/atomic_file.h"
+#include "runner/merge_paths.h"
 #include "runner/config.h"
 #include "runner/manifest.h"
 #include "runner/results.h"
@@ -443,6 +444,7 @@ int run_merge(int argc, char** argv) {
   try {
     if (!scheduler_file.empty()) opt.scheduler = read_json_file(scheduler_file);
     std::vector<fs::path> paths(dirs.begin(), dirs.end());
+    if (const std::string conflict = merge_path_conflict(out, paths); !conflict.empty()) throw MergeError(conflict);
     const MergedSet set = merge_shards(paths, opt);
     const fs::path target = write_merged_set(out, set);
     if (!quiet) {

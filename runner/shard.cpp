@@ -23,10 +23,13 @@ std::optional<ShardSpec> parse_shard(const std::string& text, std::string* error
     *error = "--shard '" + text + "': expected I/N, two whole numbers (0 <= I < N), e.g. 0/4";
     return std::nullopt;
   }
-  if (n < 1 || i >= n) {
+  if (n < 1) {
+    *error = "--shard '" + text + "': N, the number of shards, must be >= 1";
+    return std::nullopt;
+  }
+  if (i >= n) {
     *error = "--shard '" + text + "': the index counts from 0 and must be below the number of shards (0/" +
-             std::to_string(std::max(n, 1L)) + " to " + std::to_string(std::max(n, 1L) - 1) + "/" +
-             std::to_string(std::max(n, 1L)) + ")";
+             std::to_string(n) + " to " + std::to_string(n - 1) + "/" + std::to_string(n) + ")";
     return std::nullopt;
   }
   return ShardSpec{int(i), int(n)};

@@ -34,6 +34,13 @@ TEST(Shard, ParsesIndexSlashCountAndNamesWhatIsWrong) {
   }
   parse_shard("3/3", &error);
   EXPECT_NE(error.find("0/3 to 2/3"), std::string::npos) << error;
+  // No shards at all is its own mistake, not an index out of 0/1 to 0/1 (issue 33).
+  for (const std::string none : {"0/0", "1/0"}) {
+    error.clear();
+    EXPECT_FALSE(parse_shard(none, &error));
+    EXPECT_NE(error.find("must be >= 1"), std::string::npos) << error;
+    EXPECT_EQ(error.find("0/1"), std::string::npos) << error;
+  }
 }
 
 // For every N up to the number of cells: the union of the shares is the
