@@ -1,6 +1,7 @@
 #include "models/mlm_data.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -77,23 +78,37 @@ std::string too_short(const std::string& path, int64_t size, int seq_len) {
   return "'" + path + "' has " + std::to_string(size) + " bytes; seq_len " + std::to_string(seq_len) +
          " needs at least " + std::to_string(MlmData::min_text_bytes(seq_len));
 }
+
+std::string too_large(const std::string& path, int64_t size) {
+  return "'" + path + "' has " + std::to_string(size) + " bytes (" + std::to_string(size >> 20) +
+         " MiB), over the " + std::to_string(MlmData::kMaxTextBytes >> 20) +
+         " MiB cap on a text corpus, which is held in memory whole (docs/CONFIG.md): use a prefix of it";
+}
 }  // namespace
 
 std::optional<std::string> MlmData::text_file_problem(const std::string& path, int seq_len) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
+  // status() reports a loop as an error, not as "not found": name it.
+  if (ec && ec.value() == ELOOP) return "'" + path + "' is a symlink loop (ELOOP: too many levels of symbolic links)";
+  if (ec && ec != std::errc::no_such_file_or_directory) return "cannot reach '" + path + "': " + ec.message();
   if (!std::filesystem::exists(status)) return "'" + path + "' does not exist";
   if (!std::filesystem::is_regular_file(status)) return "'" + path + "' is not a regular file";
   if (!std::ifstream(path, std::ios::binary)) return "cannot read '" + path + "'";
   const auto size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
   if (ec) return "cannot read the size of '" + path + "'";
   if (size < min_text_bytes(seq_len)) return too_short(path, size, seq_len);
+  if (size > kMaxTextBytes) return too_large(path, size);
   return std::nullopt;
 }
 
 MlmData MlmData::from_text(const std::string& path, uint64_t seed, const MlmOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("MlmData: cannot read '" + path + "'");
+  // The cap before the read: a 5 GB file would otherwise end in bad_alloc.
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  if (!ec && bytes > uint64_t(kMaxTextBytes)) throw std::runtime_error("MlmData: " + too_large(path, int64_t(bytes)));
   MlmData d(seed, 256, options);
   d.text_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   const int64_t size = static_cast<int64_t>(d.text_.size());

@@ -57,8 +57,15 @@ class MlmData final : public Dataset {
   // The bytes a text file needs for seq_len: a training and a held-out part of
   // at least one sequence's content (seq_len - 2) each.
   static int64_t min_text_bytes(int seq_len);
-  // Why from_text would refuse `path` for seq_len (missing, not a regular
-  // file, unreadable, too short), checked without reading it; nullopt: fine.
+  // The largest text file from_text takes: the corpus is held in memory whole
+  // (one byte per token, sampled at random offsets), so the cap bounds the
+  // runner's host memory. 256 MiB holds enwik8 (100 MB), the largest common
+  // byte-level corpus, 2.5 times over, and is an eighth of a 2 GiB job slot;
+  // a step's speed does not depend on how large the corpus it samples is.
+  static constexpr int64_t kMaxTextBytes = int64_t{256} << 20;
+  // Why from_text would refuse `path` for seq_len (missing, a symlink loop,
+  // not a regular file, unreadable, too short, over kMaxTextBytes), checked
+  // without reading it; nullopt: fine.
   static std::optional<std::string> text_file_problem(const std::string& path, int seq_len);
 
   // Host memory of a corpus and its batches: the Markov chain's tables
