@@ -588,7 +588,7 @@ void CublasLtGemm::Impl::run_fp8_through_scratch(const GemmArgs& g, const Fp8Gem
   // caller's dtype, the pad zero.
   const Tensor& vec = is_backward_epilogue(g.epilogue) ? g.bias_grad_out : g.bias;
   Tensor wide_vec;
-  if (!vec.empty()) {
+  if (!vec.empty() && g.epilogue != Epilogue::None && g.epilogue != Epilogue::DGelu) {  // read or written
     const size_t elem = dtype_size(vec.dtype);
     auto* base = static_cast<char*>(dev.scratch(kScratchFp8Bias, static_cast<size_t>(np) * elem));
     wide_vec = Tensor(base, vec.dtype, Shape{np});
