@@ -307,6 +307,9 @@ int run_experiment(const ExperimentConfig& exp, const RunOptions& opt) {
   }
   nlohmann::json manifest = build_manifest(exp, info, ceiling);
   manifest["run_id"] = run_id;
+  if (info.kind == "cuda" && !opt.quiet)  // headers vs loaded CUDA libraries (runner/library_check.h), said once
+    for (const auto& w : manifest["libraries"]["warnings"])
+      std::fprintf(stderr, "runner: warning: %s\n", w.get<std::string>().c_str());
   if (info.kind == "cuda") {  // the GPU's fixed facts (runner/gpu_environment.h)
     manifest["device"]["gpu"]["nvml"] = telemetry ? gpu_environment_json(telemetry->nvml()) : nlohmann::json(nullptr);
     if (!telemetry) manifest["device"]["gpu"]["nvml_why"] = telemetry_why;
