@@ -33,6 +33,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import direction, holm_adjust, parse_alpha, parse_fraction  # noqa: E402
 from mpbench_load import ResultsError, load_results  # noqa: E402
+import mpbench_output as mo  # noqa: E402
 
 MIN_ROUNDS_TO_TEST = 3   # a t over 2 paired ratios has 1 degree of freedom: nothing is significant
 
@@ -155,7 +156,8 @@ def build_parser():
     p.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"])
     p.add_argument("--base-arg", action="append", default=[], metavar="ARG", help="extra runner argument for the base side (write --base-arg=--flag)")
     p.add_argument("--new-arg", action="append", default=[], metavar="ARG", help="extra runner argument for the new side (write --new-arg=--flag)")
-    p.add_argument("--out", help="keep every run's results here (default: a temporary directory, removed)")
+    p.add_argument("--out", help="keep every run's results here, a new or empty directory: a used one is refused "
+                   "(default: a temporary directory, removed)")
     p.add_argument("--json", help="write the per-round samples and verdicts to this file")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
@@ -170,6 +172,15 @@ def main(argv=None):
         if not os.access(getattr(args, role), os.X_OK):
             print(f"error: --{role} {getattr(args, role)}: not an executable file", file=sys.stderr)
             return 2
+    # Output paths before the rounds run: a refusal costs a second, not the runs.
+    mo.exit_if_unwritable("--json", args.json)
+    mo.exit_if_unwritable("--out", args.out, directory=True)
+    if args.out and os.path.isdir(args.out) and os.listdir(args.out):
+        # The runs of an earlier comparison live there (DIR/base/rNN, DIR/new/rNN);
+        # the runner would --out over them round by round, mixing two comparisons.
+        print(f"error: --out {args.out}: the directory is not empty (an earlier comparison's rounds?); "
+              "give a new directory, or remove this one to start over", file=sys.stderr)
+        return 2
     try:
         cells = cell_ids(args.base, args.file, args.device, args.filter)
         if not cells:
@@ -187,10 +198,10 @@ def main(argv=None):
     results = summarize(samples, args)
     print_table(results, args)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"schema": "mpbench.ab_compare/1", "rounds": args.rounds, "threshold": args.threshold,
-                       "alpha": args.alpha, "base": args.base, "new": args.new, "base_args": args.base_arg,
-                       "new_args": args.new_arg, "cells": results}, f, indent=1, allow_nan=True)
+        mo.write_output(args.json, json.dumps(
+            {"schema": "mpbench.ab_compare/1", "rounds": args.rounds, "threshold": args.threshold,
+             "alpha": args.alpha, "base": args.base, "new": args.new, "base_args": args.base_arg,
+             "new_args": args.new_arg, "cells": results}, indent=1, allow_nan=True))
     verdicts = {r["verdict"] for r in results}
     return 1 if "regressed" in verdicts or (args.strict and "suspect" in verdicts) else 0
 

@@ -22,6 +22,8 @@ import json
 import re
 import sys
 
+import mpbench_output as mo
+
 BEGIN = "<!-- bench_ops:begin (scripts/bench_ops_table.py writes what is between these lines) -->"
 END = "<!-- bench_ops:end -->"
 
@@ -138,8 +140,7 @@ def main(argv):
         return 2
     head, rest = md.split(begin, 1)
     _, tail = rest.split(end, 1)
-    with open(args.update, "w", encoding="utf-8") as f:
-        f.write(head + begin + "\n" + text + end + tail)
+    mo.write_output(args.update, head + begin + "\n" + text + end + tail)
     print(f"bench_ops_table: updated {args.update}")
     return 0
 

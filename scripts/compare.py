@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpbench_output as mo  # noqa: E402
 import mpbench_results as mr  # noqa: E402
 from generations import ratio_of, report_generations  # noqa: E402
 from mpbench_results import environment_differences, environment_text, format_table  # noqa: E402
@@ -446,10 +447,9 @@ def print_comparison(base, new, comparison, opts, environment=()):
 
 
 def write_json(path, payload):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(clean(payload), f, indent=1, allow_nan=False)
-    os.replace(path + ".tmp", path)
+    """By mpbench_output's rule: a regular file atomically, a device, FIFO or
+    /dev/stdout in place; the path was checked before the comparison ran."""
+    mo.write_output(path, json.dumps(clean(payload), indent=1, allow_nan=False))
 
 
 def set_json(rs):
@@ -573,6 +573,9 @@ def main(argv=None):
         parser.error("give both BASE and NEW (or only --generations DIR...)")
     if not args.base and not args.generations:
         parser.error("nothing to do: give BASE NEW and/or --generations DIR...")
+    # Output paths before any work: a directory or a missing parent exits 2 now.
+    mo.exit_if_unwritable("--json", args.json)
+    mo.exit_if_unwritable("--plot", plot_path(args) if args.generations else None)
     try:
         code, payload = run(args)
         if args.json:

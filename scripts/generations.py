@@ -7,11 +7,13 @@ the sample counts behind each number; and samples per joule on each machine
 where its runner could read an energy counter (NVML, RAPL).
 """
 
+import io
 import math
 import os
 
 import numpy as np
 
+import mpbench_output as mo
 import mpbench_results as mr
 from mpbench_results import format_table
 from mpbench_stats import BLOCKS_PER_REPEAT, block_medians
@@ -130,9 +132,10 @@ def plot_generations(gen, path):
     axes[-1][0].set_xlabel("cell")
     fig.suptitle("Generations: " + " vs ".join(machines), fontsize=11)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
+    mo.write_output(path, png.getvalue())  # compare.py checked the path before the work
 
 
 def sample_counts_text(gen):

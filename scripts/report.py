@@ -20,6 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpbench_output as mo  # noqa: E402
 import mpbench_results as mr  # noqa: E402
 from report_noise import report_notes  # noqa: E402
 from report_pages import write_html, write_markdown  # noqa: E402
@@ -45,6 +46,8 @@ def main(argv=None):
     parser.add_argument("results_dir", help="a runner output directory (holds manifest.json and cells/)")
     parser.add_argument("--out", help="output directory (default: RESULTS_DIR/report)")
     args = parser.parse_args(argv)
+    # --out before the plots are drawn: a file or a missing, unwritable root exits 2 now.
+    mo.exit_if_unwritable("--out", args.out, directory=True)
     try:
         rs, plots, out_dir = build_report(args.results_dir, args.out)
     except mr.ResultsError as e:

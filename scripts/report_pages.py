@@ -9,6 +9,7 @@ report_noise and report_labels; the figures from report_plots' Plot records.
 import base64
 import html
 
+import mpbench_output as mo
 from report_estimates import ESTIMATE_COLUMNS, estimate_legend, estimate_rows, has_estimates
 from report_labels import KEY_COLUMNS, key_rows
 from report_noise import noise_lines
@@ -93,8 +94,7 @@ def write_html(rs, plots, notes, path):
             parts.append(f"<p class=legend>Cell key for {html.escape(p.name)}:</p>" +
                          html_table(KEY_COLUMNS, key_rows(rs, p.key_cells), numeric_from=99))
     parts += [IMAGE_CHECK_SCRIPT, "</body></html>"]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(parts))
+    mo.write_output(path, "\n".join(parts))
 
 
 _MD_SPECIAL = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "*": "\\*",
@@ -139,5 +139,4 @@ def write_markdown(rs, plots, notes, path):
             if p.key_cells:
                 lines += [f"Cell key for {p.name}:", "",
                           markdown_table(KEY_COLUMNS, key_rows(rs, p.key_cells), text_columns=len(KEY_COLUMNS)), ""]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
+    mo.write_output(path, "\n".join(lines))

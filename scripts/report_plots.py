@@ -8,6 +8,7 @@ data it needs; render_plots turns that into a Plot record for the page writers.
 Labels and order come from report_labels, so figures and tables agree.
 """
 
+import io
 import math
 import os
 import warnings
@@ -20,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+import mpbench_output as mo  # noqa: E402
 import mpbench_results as mr  # noqa: E402
 from report_labels import (cell_keys, cell_labels, clip, display_order, precision_groups,  # noqa: E402
                            several_models, short_label, times)
@@ -661,7 +663,9 @@ def render_plots(rs, out_dir):
             continue
         if not isinstance(drawn, Drawn):
             drawn = Drawn(drawn)
-        drawn.fig.savefig(path, dpi=DPI, bbox_inches="tight")
+        png = io.BytesIO()
+        drawn.fig.savefig(png, format="png", dpi=DPI, bbox_inches="tight")
+        mo.write_output(path, png.getvalue())  # atomic: a reader never sees half a figure
         plt.close(drawn.fig)
         results.append(Plot(name, title, caption, file=path, notes=list(drawn.notes), key_cells=drawn.key_cells))
     return results

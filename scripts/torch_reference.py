@@ -41,6 +41,8 @@ import sys
 
 import numpy as np
 
+import mpbench_output as mo
+
 try:
     import torch
     import torch.nn.functional as F
@@ -121,13 +123,7 @@ def write_safetensors(path, tensors, metadata=None):
         offset += a.nbytes
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for _, _, a in items:
-            f.write(a.tobytes())
-    os.replace(tmp, path)
+    mo.write_output(path, b"".join([struct.pack("<Q", len(text)), text, *(a.tobytes() for _, _, a in items)]))
 
 
 # ---- models ------------------------------------------------------------------------------

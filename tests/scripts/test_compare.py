@@ -215,6 +215,7 @@ class CompareMachines(TempDirTest):
     def test_generations_table_and_plot(self):
         dirs = [self.make_set(m, machine=m) for m in ("cpu", "a100", "h100")]
         out, plot = os.path.join(self.tmp, "g.json"), os.path.join(self.tmp, "plots", "g.png")
+        os.mkdir(os.path.dirname(plot))  # a missing parent is refused, not made (scripts/mpbench_output.py)
         proc = run_script("compare.py", "--generations", *dirs, "--json", out, "--plot", plot)
         self.assertExit(proc, 0)
         header = next(line for line in proc.stdout.splitlines() if line.startswith("cell "))
