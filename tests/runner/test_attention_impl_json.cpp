@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_device.h"
 #include "runner/step_counters.h"
+#include "runner/terminal_table.h"
 
 namespace mpb {
 namespace {
@@ -41,6 +43,27 @@ TEST(AttentionImplJson, RepeatAndSummaryFields) {
   EXPECT_EQ(s.at("attention_impl_calls").at("cudnn_sdpa"), 88);
   EXPECT_EQ(s.at("attention_impl_calls").at("cuda_kernel"), 8);
   EXPECT_EQ(s.at("attention_impl"), "cuda_kernel+cudnn_sdpa");
+}
+
+// The runner's note under the table names every cell whose fused attention
+// ran the hand-written CUDA kernel, whatever the label says about why
+// (cuda_kernel; cuda_kernel_cudnn_unavailable / _plan_failed, issue 30:
+// backends/cuda/sdpa_policy.h), and stays quiet for cuDNN in either bias form.
+TEST(AttentionImplJson, TheRunnerNotesEveryKernelLabel) {
+  auto cell = [](const std::string& id, const nlohmann::json& calls) {
+    nlohmann::json s = {{"speedup", nullptr}, {"ceiling_fraction", nullptr}, {"final_loss", 2.0}, {"eval_loss", 2.0},
+                        {"samples_per_s", 100.0}, {"step_time_ms", {{"median", 10.0}}},
+                        {"peak_memory_bytes", {{"total", 1e6}}}, {"attention_impl_calls", calls}};
+    return nlohmann::json{{"cell_id", id}, {"summary", s}};
+  };
+  testing::internal::CaptureStdout();
+  print_table({cell("no_handle", {{"cuda_kernel_cudnn_unavailable", 6}}), cell("plan", {{"cuda_kernel_cudnn_plan_failed", 4}, {"cudnn_sdpa", 2}}),
+               cell("refused", {{"cuda_kernel", 3}}), cell("per_query", {{"cudnn_sdpa_bias_per_query", 8}})});
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("note: no_handle: fused attention ran the hand-written CUDA kernel for 6 call(s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("note: plan: fused attention ran the hand-written CUDA kernel for 4 call(s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("note: refused: fused attention ran the hand-written CUDA kernel for 3 call(s)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("note: per_query"), std::string::npos) << out;
 }
 
 // The CPU backend names no library: each call counts as its own kernel.
