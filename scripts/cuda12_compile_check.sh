@@ -166,15 +166,16 @@ frontend_wheel=$(ls "$cache"/wheels/nvidia_cudnn_frontend-1.32.0-*.whl)
 # ship too). CUDAToolkit_ROOT makes FindCUDAToolkit and the cuDNN lookup use the tree,
 # not /usr/local/cuda (CUDA 13) on the same machine.
 configure() {
+  mkdir -p "$build"
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_COMPILER="$nvcc" -DCUDAToolkit_ROOT="$toolkit" \
     -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared -DCMAKE_CUDA_FLAGS="-cudart shared" \
     -DMPB_CUDA=ON -DMPB_WERROR=ON -DMPB_CUDA_ARCHITECTURES="$archs" \
     -DMPB_CUDNN_FRONTEND=ON -DMPB_CUDNN_FRONTEND_WHEEL="$frontend_wheel" \
-    -DMPB_CUDNN_LIBRARY="$toolkit/lib64/libcudnn.so" -DMPB_BUILD_BENCH=OFF -DMPB_BUILD_TESTS=OFF >"$build.configure.log" 2>&1 ||
-    { cat "$build.configure.log"; die "configuring $build with CUDA $toolkit_version failed"; }
-  grep -q "CUDA backend ON.*cuDNN SDPA attention ON" "$build.configure.log" || { cat "$build.configure.log"; die "the CUDA backend is not on in $build"; }
-  grep -E "cudnn_frontend|CUDA backend" "$build.configure.log"
+    -DMPB_CUDNN_LIBRARY="$toolkit/lib64/libcudnn.so" -DMPB_BUILD_BENCH=OFF -DMPB_BUILD_TESTS=OFF >"$build/cuda12_configure.log" 2>&1 ||
+    { cat "$build/cuda12_configure.log"; die "configuring $build with CUDA $toolkit_version failed"; }
+  grep -q "CUDA backend ON.*cuDNN SDPA attention ON" "$build/cuda12_configure.log" || { cat "$build/cuda12_configure.log"; die "the CUDA backend is not on in $build"; }
+  grep -E "CUDA architectures|has no compute_|cudnn_frontend|CUDA backend" "$build/cuda12_configure.log"
 }
 stage "configuring: $build with nvcc $toolkit_version, archs $archs" configure
 stage "compiling: mpb_cuda (every CUDA translation unit) with CUDA $toolkit_version, warnings as errors" \
