@@ -3,7 +3,8 @@
 # Usage: scripts/build.sh [TARGET...]   (no target: everything, tests and benchmarks included;
 #        scripts/quickstart.sh builds only `runner`)
 # Environment: MPB_BUILD_DIR (default: build), MPB_CUDA (AUTO|ON|OFF, default AUTO),
-# MPB_WERROR (ON|OFF, default OFF), MPB_CUDA_ARCHITECTURES (default 80;86;89;90).
+# MPB_WERROR (ON|OFF, default OFF), MPB_CUDA_ARCHITECTURES (default 80;86;89;90; Blackwell's
+# 100;120 are added as PTX where nvcc has them: cmake/CudaArchitectures.cmake).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${MPB_BUILD_DIR:-$root/build}
