@@ -122,7 +122,9 @@ int run_doctor(int argc, char** argv) {
       ->default_val("auto");
   app.add_option("--out", opt.out_dir, "the results root runs will write to (its free disk space is checked)")
       ->default_val("results");
-  app.add_option("--json", opt.json_path, "also write the checks as JSON to FILE")->type_name("FILE");
+  app.add_option("--json", opt.json_path, "also write the checks as JSON to FILE: a file is replaced atomically; -, a device, a "
+                 "FIFO or a symlink (/dev/stdout) is written in place; a directory or a missing parent is refused "
+                 "(exit 2) before the checks run")->type_name("FILE");
   // A number within [lo, hi], `fallback` when not given.
   const auto bounded = [&app](const char* flag, auto& value, const char* what, auto lo, auto hi, auto fallback) {
     app.add_option(flag, value, what)->check(CLI::Range(lo, hi))->default_val(fallback);

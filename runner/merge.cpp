@@ -426,7 +426,8 @@ int run_merge(int argc, char** argv) {
   MergeOptions opt;
   std::string scheduler_file;
   bool quiet = false;
-  app.add_option("out", out, "results root; the merged set goes to OUT/<experiment name>/, which must not exist")
+  app.add_option("out", out, "results root; the merged set goes to OUT/<experiment name>/, which must not exist; OUT may "
+                 "not be an input, lie inside one, or hold one")
       ->required();
   app.add_option("dirs", dirs, "every shard's run directory (<out>/<name>.shard-I-of-N), all N of them")
       ->required();

@@ -212,7 +212,9 @@ int run_selftest(int argc, char** argv) {
       ->default_val("auto");
   app.add_flag("--quick", quick, "the small op cases and the MLP's training steps only");
   app.add_flag("--verbose", verbose, "a line for every op case, not only the failed ones");
-  app.add_option("--json", json_path, "also write every result as JSON to FILE")->type_name("FILE");
+  app.add_option("--json", json_path, "also write every result as JSON to FILE: a file is replaced atomically; -, a device, "
+                 "a FIFO or a symlink (/dev/stdout) is written in place; a directory or a missing parent is refused "
+                 "(exit 2) before the checks run")->type_name("FILE");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -497,7 +497,8 @@ def build_parser():
                    help="also fail (exit 1) on a change beyond the threshold that too few samples can test (suspect)")
     p.add_argument("--allow-missing", action="store_true",
                    help="do not fail when cells of BASE are missing from NEW (they are still listed)")
-    p.add_argument("--json", metavar="OUT", help="write everything machine-readable to OUT")
+    p.add_argument("--json", metavar="OUT", help="write everything machine-readable to OUT (a file is replaced atomically; -, "
+                   "a device, a FIFO or /dev/stdout is written in place; a directory is refused)")
     p.add_argument("--generations", nargs="+", metavar="DIR",
                    help="result directories, one per machine: speedups side by side (put BASE NEW first)")
     p.add_argument("--plot", metavar="PNG", help="where to write the generations plot "

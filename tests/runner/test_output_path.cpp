@@ -5,7 +5,9 @@
 // missing parent is refused before anything is written (issue 33).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -141,6 +143,17 @@ TEST_F(OutputPath, BlockDevicesAndSocketsAreRefused) {
   // Numbers of a loop device; the node is never opened, only refused.
   ASSERT_EQ(::mknod(at("disk").c_str(), S_IFBLK | 0600, makedev(7, 0)), 0);
   EXPECT_NE(refusal(at("disk")).find("block device"), std::string::npos) << refusal(at("disk"));
+  // A listening Unix socket: open() cannot write one, so it is refused by name.
+  const int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string name = at("sock");
+  ASSERT_LT(name.size(), sizeof addr.sun_path);
+  std::memcpy(addr.sun_path, name.c_str(), name.size() + 1);
+  ASSERT_EQ(::bind(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  EXPECT_NE(refusal(name).find("is a socket"), std::string::npos) << refusal(name);
+  ::close(sock);
 }
 
 TEST_F(OutputPath, AnUnwritableParentIsRefused) {
