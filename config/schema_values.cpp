@@ -8,6 +8,7 @@
 
 #include "config/config_errors.h"
 #include "config/schema.h"
+#include "core/precision.h"
 #include "core/strings.h"
 
 namespace mpb {
@@ -112,11 +113,6 @@ std::string parse_choice(const KeySpec& spec, const std::string& text) {
 // file writes is resolved once, and cells carry the result.
 // ===========================================================================
 
-// Candidates for "did you mean" only; a candidate is offered only if
-// resolve_policy accepts it.
-const std::vector<std::string> kNamedPrecisions = {"fp32", "tf32", "amp_fp16", "amp_bf16",
-                                                   "O0",   "O1",   "O2",       "O3"};
-
 // The canonical spelling drops blanks around ',' and '=' (so that "p = f32, c = f16"
 // and "p=f32,c=f16" are one cell id); whether the value means anything is up to
 // resolve_policy, which is given the canonical string. An empty part (",," or a
@@ -141,8 +137,10 @@ Precision parse_precision(const std::string& text) {
   } catch (const std::invalid_argument& e) {
     std::string message = e.what();
     if (message.find("did you mean") == std::string::npos && value.find('=') == std::string::npos) {
-      std::vector<std::string> valid;  // the named precisions that resolve today
-      for (const auto& name : kNamedPrecisions) {
+      // Candidates for "did you mean": core/precision's one list of names,
+      // each offered only if resolve_policy accepts it.
+      std::vector<std::string> valid;
+      for (const auto& name : named_precisions()) {
         try {
           resolve_policy(name);
           valid.push_back(name);

@@ -42,9 +42,7 @@ PrecisionPolicy make(const std::string& name, DType param, bool master, DType co
   return p;
 }
 
-const char* kAccepted =
-    "expected fp32, tf32, amp_fp16, amp_bf16, fp8, O0-O3, a dtype (float32, float16, bfloat16, half, full) or "
-    "a policy string like params=float32,compute=float16,output=float32";
+std::string accepted_forms();  // below the table of named precisions
 
 // Policies that can run but make no sense are errors, not surprises later.
 void check_sensible(const PrecisionPolicy& p, const std::string& text) {
@@ -71,7 +69,7 @@ PrecisionPolicy parse_policy_string(const std::string& text) {
   for (std::string term; std::getline(in, term, ',');) {
     term = trim(term);
     size_t eq = term.find('=');
-    if (eq == std::string::npos) throw std::invalid_argument("precision '" + text + "': '" + term + "' is not key=dtype; " + kAccepted);
+    if (eq == std::string::npos) throw std::invalid_argument("precision '" + text + "': '" + term + "' is not key=dtype; " + accepted_forms());
     std::string key = trim(term.substr(0, eq)), value = trim(term.substr(eq + 1));
     DType t;
     if (!parse_dtype(value, t))
@@ -89,6 +87,50 @@ PrecisionPolicy parse_policy_string(const std::string& text) {
   return make(text, param, param == DType::F32, compute, output);
 }
 
+// The named precisions in display order (reports sort cells by it), each with
+// the policy it stands for. The one list of names: the config's did-you-mean
+// hint, the "expected ..." message, `runner describe` and the manifest's
+// vocabulary (and through it the Python reports) all read it.
+struct NamedPrecision {
+  const char* name;
+  PrecisionPolicy (*policy)(const std::string& name);
+};
+const NamedPrecision kNamedPrecisionTable[] = {
+    {"fp32", [](const std::string& n) { return make(n, DType::F32, true, DType::F32, DType::F32); }},
+    {"tf32",
+     [](const std::string& n) {
+       PrecisionPolicy p = make(n, DType::F32, true, DType::F32, DType::F32);
+       p.gemm = GemmCompute::TF32;
+       return p;
+     }},
+    // bf16 before fp16: the order reports have always used.
+    {"amp_bf16", [](const std::string& n) { return make(n, DType::F32, true, DType::BF16, DType::BF16); }},
+    // Autocast: fp32 weights cast to half for the GEMMs, half activations;
+    // softmax/loss/reductions read them in fp32.
+    {"amp_fp16", [](const std::string& n) { return make(n, DType::F32, true, DType::F16, DType::F16); }},
+    // amp_bf16, with the linear layers' GEMMs in FP8 (models/linear.h).
+    {"fp8",
+     [](const std::string& n) {
+       PrecisionPolicy p = make(n, DType::F32, true, DType::BF16, DType::BF16);
+       p.fp8 = true;
+       return p;
+     }},
+    {"O0", [](const std::string& n) { return make(n, DType::F32, true, DType::F32, DType::F32); }},
+    {"O1", [](const std::string& n) { return make(n, DType::F32, true, DType::F16, DType::F16); }},
+    // apex O2: the model itself is half (weights and gradients), the
+    // optimizer steps an fp32 master copy.
+    {"O2", [](const std::string& n) { return make(n, DType::F16, true, DType::F16, DType::F16); }},
+    // apex O3: pure half, no master weights.
+    {"O3", [](const std::string& n) { return make(n, DType::F16, false, DType::F16, DType::F16); }},
+};
+
+std::string accepted_forms() {
+  std::string names;
+  for (const auto& entry : kNamedPrecisionTable) names += std::string(entry.name) + ", ";
+  return "expected " + names + "a dtype (float32, float16, bfloat16, half, full) or "
+         "a policy string like params=float32,compute=float16,output=float32";
+}
+
 }  // namespace
 
 std::string PrecisionPolicy::describe() const {
@@ -97,39 +139,31 @@ std::string PrecisionPolicy::describe() const {
          (fp8 ? ",linear_gemm=fp8(e4m3 fwd,e5m2 grad)" : "");
 }
 
+const std::vector<std::string>& named_precisions() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& entry : kNamedPrecisionTable) out.push_back(entry.name);
+    return out;
+  }();
+  return names;
+}
+
 PrecisionPolicy resolve_policy(const std::string& text) {
   const std::string s = trim(text);
   PrecisionPolicy p;
   DType bare;
-  if (s == "fp32" || s == "O0") {
-    p = make(s, DType::F32, true, DType::F32, DType::F32);
-  } else if (s == "tf32") {
-    p = make(s, DType::F32, true, DType::F32, DType::F32);
-    p.gemm = GemmCompute::TF32;
-  } else if (s == "amp_fp16" || s == "O1") {
-    // Autocast: fp32 weights cast to half for the GEMMs, half activations;
-    // softmax/loss/reductions read them in fp32.
-    p = make(s, DType::F32, true, DType::F16, DType::F16);
-  } else if (s == "amp_bf16") {
-    p = make(s, DType::F32, true, DType::BF16, DType::BF16);
-  } else if (s == "fp8") {
-    // amp_bf16, with the linear layers' GEMMs in FP8 (models/linear.h).
-    p = make(s, DType::F32, true, DType::BF16, DType::BF16);
-    p.fp8 = true;
-  } else if (s == "O2") {
-    // apex O2: the model itself is half (weights and gradients), the
-    // optimizer steps an fp32 master copy.
-    p = make(s, DType::F16, true, DType::F16, DType::F16);
-  } else if (s == "O3") {
-    // apex O3: pure half, no master weights.
-    p = make(s, DType::F16, false, DType::F16, DType::F16);
+  const NamedPrecision* named = nullptr;
+  for (const auto& entry : kNamedPrecisionTable)
+    if (s == entry.name) named = &entry;
+  if (named) {
+    p = named->policy(s);
   } else if (parse_dtype(s, bare)) {
     // JMP: a bare dtype sets all three.
     p = make(s, bare, bare == DType::F32, bare, bare);
   } else if (s.find('=') != std::string::npos) {
     p = parse_policy_string(s);
   } else {
-    throw std::invalid_argument("unknown precision '" + text + "'; " + kAccepted);
+    throw std::invalid_argument("unknown precision '" + text + "'; " + accepted_forms());
   }
   check_sensible(p, text);
   return p;

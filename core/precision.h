@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "core/dtype.h"
@@ -39,6 +40,11 @@ struct PrecisionPolicy {
 // Resolves a precision value from the config. Throws std::invalid_argument
 // with a message saying what is wrong and what is accepted.
 PrecisionPolicy resolve_policy(const std::string& precision);
+
+// The named precisions (presets and apex levels) in display order: the one
+// list of them. Each resolves; reports order cells by it (the manifest's
+// vocabulary.precisions, docs/RESULTS.md).
+const std::vector<std::string>& named_precisions();
 
 // The additive attention-mask constant for padded keys when scores are in
 // `compute`: large and negative (exp of it is exactly 0 next to real

@@ -80,6 +80,24 @@ void expect_error(const std::string& text, const std::string& fragment) {
   }
 }
 
+TEST(Precision, NamedPrecisionsAreTheOneListInDisplayOrder) {
+  // The order reports sort by (manifest vocabulary.precisions); fp8 in its place.
+  const std::vector<std::string> expected = {"fp32", "tf32", "amp_bf16", "amp_fp16", "fp8",
+                                             "O0",   "O1",   "O2",       "O3"};
+  EXPECT_EQ(named_precisions(), expected);
+  for (const auto& name : named_precisions()) {
+    EXPECT_EQ(resolve_policy(name).name, name);  // every listed name resolves to itself
+  }
+  // The "expected ..." message lists every name from the same list.
+  try {
+    resolve_policy("fp33");
+    ADD_FAILURE() << "fp33 resolved";
+  } catch (const std::invalid_argument& e) {
+    for (const auto& name : named_precisions())
+      EXPECT_NE(std::string(e.what()).find(name + ", "), std::string::npos) << name;
+  }
+}
+
 TEST(Precision, ErrorsSayWhatIsWrong) {
   expect_error("fp33", "unknown precision 'fp33'");
   expect_error("O4", "unknown precision");

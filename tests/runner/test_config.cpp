@@ -518,6 +518,15 @@ TEST(Precision, DocumentedFormsLoad) {
   }
 }
 
+TEST(Precision, DidYouMeanOffersFp8) {
+  // The hint's candidates are core/precision's one list of names; fp8 was once
+  // missing from a second, restated list, so `fp9` was offered fp32.
+  for (const std::string typo : {"fp9", "fp_8"}) {
+    const ConfigError e = error_of("name: x\nprecision: " + typo + "\n");
+    EXPECT_EQ(e.message(), policy_error(typo) + "; did you mean 'fp8'?") << typo;
+  }
+}
+
 TEST(Precision, RejectionIsAConfigErrorAtTheValue) {
   const ConfigError e = error_of("name: x\nprecision: fp33\n");
   expect_points_at(e, 2, 12, "precision");
