@@ -5,6 +5,7 @@
 // runner merge OUT DIR... [--allow-mixed] [--scheduler FILE]   (runner/merge.h)
 // runner doctor [...]                                          (runner/doctor.h)
 // runner selftest [--device cpu|cuda|auto] [--quick] [--json FILE]  (runner/selftest.h)
+// runner describe --json                                      (runner/describe.h)
 // Exit codes: runner/run_experiment.h ExitCode, docs/RESULTS.md.
 #include <CLI/CLI.hpp>
 
@@ -17,6 +18,7 @@
 #include "core/device.h"
 #include "runner/config.h"
 #include "runner/cost_estimate.h"
+#include "runner/describe.h"
 #include "runner/doctor.h"
 #include "runner/find_max_batch.h"
 #include "runner/hung_cell.h"
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "doctor") return mpb::run_doctor(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "merge") return mpb::run_merge(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "selftest") return mpb::run_selftest(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "describe") return mpb::run_describe(argc - 1, argv + 1);
   CLI::App app{"mpbench runner: trains every cell of an experiment matrix and records speed, memory and convergence"};
   std::string file;
   mpb::RunOptions opt;

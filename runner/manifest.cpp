@@ -12,6 +12,7 @@
 #include "runner/atomic_file.h"
 #include "runner/build_info.h"
 #include "runner/cpu_clocks.h"
+#include "runner/describe.h"
 #include "runner/environment_overrides.h"
 #include "runner/library_check.h"
 #include "runner/loaded_libraries.h"
@@ -152,6 +153,7 @@ nlohmann::json build_manifest(const ExperimentConfig& exp, const DeviceInfo& dev
   m["device"] = d;
   m["cells"] = cells;
   m["cell_config_hashes"] = hashes;
+  m["vocabulary"] = vocabulary_json();  // what the scripts sort and label by (runner/describe.h)
   return m;
 }
 
