@@ -15,6 +15,7 @@ import sys
 from mpbench_cell import Cell
 from mpbench_schema import FieldError, check_cell_fields, check_manifest_fields
 from mpbench_resultset import ResultSet
+from mpbench_vocabulary import vocabulary_of
 
 CELL_SCHEMA = "mpbench.cell/1"
 MANIFEST_SCHEMA = "mpbench.manifest/1"
@@ -139,7 +140,8 @@ def load_results(path):
         raise ResultsError(manifest_path, f"unsupported schema {schema!r} (expected {MANIFEST_SCHEMA!r})")
     try:
         check_manifest_fields(manifest)
-    except FieldError as e:
+        vocabulary_of(manifest)  # a vocabulary without its schema or with an empty list: refused here
+    except (FieldError, ValueError) as e:
         raise ResultsError(manifest_path, str(e)) from None
 
     cells_dir = os.path.join(path, "cells")

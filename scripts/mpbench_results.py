@@ -27,16 +27,18 @@ from mpbench_load import (CELL_SCHEMA, MANIFEST_SCHEMA, ResultsError, load_cell,
 from mpbench_resultset import (LoadSample, ResultSet, RunNoise, RunOrder, fp32_reference,
                                machine_identity, machine_label)
 from mpbench_values import (FP16_MAX_LOG2, FP16_MIN_NORMAL_LOG2, FP16_MIN_SUBNORMAL_LOG2,
-                            MEMORY_CATEGORIES, PRECISION_ORDER, dotted_get, finite, format_bytes, format_number,
-                            format_table, parse_map_setting, precision_sort_key, setting_string, slugify, to_array,
+                            dotted_get, finite, format_bytes, format_number,
+                            format_table, parse_map_setting, setting_string, slugify, to_array,
                             to_float)
+from mpbench_vocabulary import Vocabulary, vocabulary_of
 
 __all__ = [
     "Cell", "SpeedupInterval", "StepNoise",
     "environment_differences", "environment_text",
     "CELL_SCHEMA", "MANIFEST_SCHEMA", "ResultsError", "load_cell", "load_results", "read_json",
     "LoadSample", "ResultSet", "RunNoise", "RunOrder", "fp32_reference", "machine_identity", "machine_label",
-    "FP16_MAX_LOG2", "FP16_MIN_NORMAL_LOG2", "FP16_MIN_SUBNORMAL_LOG2", "MEMORY_CATEGORIES", "PRECISION_ORDER",
+    "FP16_MAX_LOG2", "FP16_MIN_NORMAL_LOG2", "FP16_MIN_SUBNORMAL_LOG2",
     "dotted_get", "finite", "format_bytes", "format_number", "format_table", "parse_map_setting",
-    "precision_sort_key", "setting_string", "slugify", "to_array", "to_float",
+    "setting_string", "slugify", "to_array", "to_float",
+    "Vocabulary", "vocabulary_of",
 ]

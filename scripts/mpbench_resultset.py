@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from mpbench_values import finite, format_number, to_float
+from mpbench_vocabulary import vocabulary_of
 
 
 @dataclass
@@ -78,6 +79,11 @@ class ResultSet:
     @property
     def experiment(self):
         return self.manifest.get("experiment") or os.path.basename(os.path.normpath(self.path))
+
+    @property
+    def vocabulary(self):
+        """The runner's precision order, memory categories and axis keys (mpbench_vocabulary)."""
+        return vocabulary_of(self.manifest)
 
     @property
     def by_id(self):

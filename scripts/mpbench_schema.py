@@ -165,7 +165,9 @@ MANIFEST_FIELDS = Fields(
     git=OBJECT, build=OBJECT, environment=OBJECT,
     order=Fields(mode=STRING, seed=ANY, rounds=ListOf(ListOf(STRING))),
     noise=Fields(before=_LOAD_SAMPLE, rounds=ListOf(_LOAD_SAMPLE), busy=BOOL, warnings=ListOf(STRING)),
-    shard=OBJECT, shards=LIST, merged=OBJECT, testing=OBJECT, failed_cells=ANY, stopped=ANY)
+    shard=OBJECT, shards=LIST, merged=OBJECT, testing=OBJECT, failed_cells=ANY, stopped=ANY,
+    vocabulary=Fields(schema=STRING, precisions=ListOf(STRING), memory_categories=ListOf(STRING),
+                      axes=ListOf(STRING)))
 
 
 # Python's json reads a 400-digit integer exactly; every reader turns it into a float.

@@ -14,12 +14,6 @@ import re
 
 import numpy as np
 
-# Peak-memory categories in stacking order (bottom to top); "total" is separate.
-MEMORY_CATEGORIES = ("params", "grads", "optimizer", "activations", "workspace")
-
-# Display order of well-known precisions; unknown ones follow in order of appearance.
-PRECISION_ORDER = ("fp32", "tf32", "amp_bf16", "amp_fp16", "O0", "O1", "O2", "O3")
-
 # fp16 limits (IEEE binary16), used to shade gradient histograms.
 FP16_MIN_SUBNORMAL_LOG2 = -24   # 2^-24: anything smaller rounds to zero
 FP16_MIN_NORMAL_LOG2 = -14      # 2^-14: below this values lose precision (subnormal)
@@ -113,13 +107,6 @@ def _number_or_text(text):
         return float(text)
     except ValueError:
         return text
-
-
-def precision_sort_key(precision):
-    """Known precisions in a fixed, meaningful order; others alphabetically after."""
-    if precision in PRECISION_ORDER:
-        return (0, PRECISION_ORDER.index(precision), "")
-    return (1, 0, precision)
 
 
 def format_number(value, digits=3):

@@ -172,11 +172,12 @@ def display_order(rs):
     """Cells grouped by model (the baseline's first), then precision (fixed order), then other
     axes, fusion off before on."""
     others = [k for k in rs.axis_keys() if k not in ("precision", "fusion")]
+    vocabulary = rs.vocabulary
     run_order = {c.cell_id: i for i, c in enumerate(rs.cells)}
     models = model_rank(rs)
 
     def key(cell):
-        return (models[cell.model_kind], mr.precision_sort_key(cell.setting("precision")),
+        return (models[cell.model_kind], vocabulary.precision_sort_key(cell.setting("precision")),
                 tuple(describe(rs, cell, skip=("precision", "fusion"))) if others else (),
                 cell.setting("fusion") != "off", run_order[cell.cell_id])
     return sorted(rs.cells, key=key)

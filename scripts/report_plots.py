@@ -30,8 +30,10 @@ DPI = 110
 MIB = float(1 << 20)
 PLAIN = FuncFormatter(lambda v, _: f"{v:g}")     # log axes without 10^x tick labels
 FUSION_COLOURS = {"off": "#4C72B0", "on": "#DD8452"}
-MEMORY_COLOURS = {"params": "#4C72B0", "grads": "#55A868", "optimizer": "#C44E52",
-                  "activations": "#8172B2", "workspace": "#CCB974"}
+# One colour per memory category, in the vocabulary's stacking order (params,
+# grads, optimizer, activations, workspace today); a category the runner adds
+# later takes the next colour round.
+MEMORY_COLOURS = ("#4C72B0", "#55A868", "#C44E52", "#8172B2", "#CCB974", "#64B5CD")
 
 
 def bar_positions(groups, gap=0.7):
@@ -170,16 +172,17 @@ def plot_memory(rs):
     """Stacked per-category peak memory per cell, with the measured total marked."""
     cells = display_order(rs)
     totals = np.array([c.memory("total") for c in cells])
-    parts = {k: np.array([c.memory(k) for c in cells]) for k in mr.MEMORY_CATEGORIES}
+    categories = rs.vocabulary.memory_categories
+    parts = {k: np.array([c.memory(k) for c in cells]) for k in categories}
     if not np.any(np.nan_to_num(totals) > 0) and not any(np.any(np.nan_to_num(v) > 0) for v in parts.values()):
         raise Skip("the run recorded no peak-memory numbers")
     groups = precision_groups(rs, cells)
     xs, centres = bar_positions(groups)
     fig, ax = plt.subplots(figsize=(max(7.0, 0.55 * len(cells) + 2.5), 4.8))
     bottom = np.zeros(len(cells))
-    for k in mr.MEMORY_CATEGORIES:
+    for i, k in enumerate(categories):
         values = np.nan_to_num(parts[k]) / MIB
-        ax.bar(xs, values, 0.8, bottom=bottom, color=MEMORY_COLOURS[k], label=k)
+        ax.bar(xs, values, 0.8, bottom=bottom, color=MEMORY_COLOURS[i % len(MEMORY_COLOURS)], label=k)
         bottom += values
     ax.scatter(xs, totals / MIB, marker="_", s=300, color="black", zorder=3, label="total (measured peak)")
     hatch_fusion(ax, xs, cells, bottom)

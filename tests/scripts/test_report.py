@@ -636,6 +636,19 @@ class ReportFp8(TempDirTest):
                                                   for r in c["repeats"]])
         return results
 
+    def test_fp8_cell_sorts_in_its_place(self):
+        """fp8 takes its place in the runner's precision order (after amp_fp16, before the apex levels) in
+        report.md's and index.html's Cells tables, not last among unknown precisions (issue 32)."""
+        results = self.make_set("order", matrix={"precision": ["O1", "fp8", "fp32", "amp_fp16", "amp_bf16"]},
+                                include=[], repeats=2, baseline={"precision": "fp32"}, numerics=False)
+        proc = run_script("report.py", results)
+        self.assertExit(proc, 0)
+        page, md = read_outputs(os.path.join(results, "report"))
+        expected = ["fp32", "amp_bf16", "amp_fp16", "fp8", "O1"]
+        for rows in (md_table_after(md, "## Cells"), html_table_after(page, "<h2>Cells</h2>")):
+            order = [re.search(r"precision=(\w+)", r["cell"]).group(1) for r in rows]
+            self.assertEqual(order, expected, rows)
+
     def test_fp8_scales_alone_make_the_loss_scale_plot(self):
         results = self.fp8_set("fp8")
         rs = mr.load_results(results)
