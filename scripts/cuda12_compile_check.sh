@@ -21,6 +21,7 @@
 # Usage: scripts/cuda12_compile_check.sh
 # Environment: MPB_CUDA12_CACHE (default ~/.cache/mpbench/cuda12), MPB_CUDA12_BUILD_DIR
 # (default build-cu12), MPB_CUDA12_ARCHITECTURES (default 80-real;86-real;90-real),
+# MPB_CUDA12_DEBIAN_MIRROR (default: the mirror serving bookworm in this machine's apt sources),
 # MPB_BUILD_LOCK (a file: the compile steps run under `flock` on it, for shared machines).
 # Downloads about 1.1 GB the first time (docs/TESTING.md has the sizes and times).
 set -euo pipefail
@@ -29,6 +30,7 @@ cache=${MPB_CUDA12_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/mpbench/cuda1
 build=${MPB_CUDA12_BUILD_DIR:-$root/build-cu12}
 archs=${MPB_CUDA12_ARCHITECTURES:-80-real;86-real;90-real}
 source "$root/scripts/lib/stage.sh"   # stage "NAME: what" COMMAND..., mmss SECONDS
+source "$root/scripts/lib/apt_mirror.sh"   # find_mirror SUITE
 die() { echo "cuda12_compile_check: $*" >&2; exit 1; }
 # locked COMMAND...: COMMAND (a shell function too) holding MPB_BUILD_LOCK where one is set.
 locked() { if [[ -n ${MPB_BUILD_LOCK:-} ]]; then (flock 9 && "$@") 9>>"$MPB_BUILD_LOCK"; else "$@"; fi; }
@@ -89,8 +91,10 @@ download_deb() {
   if [[ ! -f $deb ]]; then
     # Its own apt state: the machine's sources and package lists are not touched.
     mkdir -p "$apt/lists/partial" "$apt/archives/partial"
-    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie non-free" \
-      >"$apt/sources.list"
+    # trixie from the mirror that serves this machine's bookworm (no host is written here).
+    local mirror=${MPB_CUDA12_DEBIAN_MIRROR:-$(find_mirror bookworm || true)}
+    [[ -n $mirror ]] || die "no apt source for Debian bookworm in /etc/apt/sources.list(.d); set MPB_CUDA12_DEBIAN_MIRROR"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie non-free" >"$apt/sources.list"
     local opts=(-o Dir::Etc::SourceList="$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
                 -o Dir::State::Lists="$apt/lists" -o Dir::Cache="$apt" -o Dir::State::status=/dev/null
                 -o APT::Sandbox::User=root)
