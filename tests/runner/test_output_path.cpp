@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <grp.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -156,11 +158,33 @@ TEST_F(OutputPath, BlockDevicesAndSocketsAreRefused) {
   ::close(sock);
 }
 
+// Root passes access(W_OK) on any directory, so as root (CI, the fresh machine) the check
+// runs in a child that has dropped to nobody (65534): the same rule, asked by a user the
+// mode-0555 directory really refuses.
 TEST_F(OutputPath, AnUnwritableParentIsRefused) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root writes into a mode-0500 directory: only a non-root user can check this";
   fs::create_directories(at("ro"));
-  fs::permissions(at("ro"), fs::perms::owner_read | fs::perms::owner_exec);
-  EXPECT_NE(refusal(at("ro/x.json")).find("not writable"), std::string::npos) << refusal(at("ro/x.json"));
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(at("ro"), fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                                fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  const std::string target = at("ro/x.json");
+  if (::geteuid() != 0) {
+    EXPECT_NE(refusal(target).find("not writable"), std::string::npos) << refusal(target);
+  } else {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0) << std::strerror(errno);
+    if (child == 0) {
+      // 2: could not drop to nobody; 1: not refused as unwritable; 0: refused.
+      if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+          ::setresuid(65534, 65534, 65534) != 0)
+        ::_exit(2);
+      ::_exit(refusal(target).find("not writable") != std::string::npos ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "2: could not become nobody, 1: the check did not refuse";
+  }
   fs::permissions(at("ro"), fs::perms::owner_all);
 }
 
