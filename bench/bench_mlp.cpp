@@ -12,8 +12,8 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "config/schema.h"
-#include "runner/ceiling.h"
-#include "runner/stats.h"
+#include "runner/measure/ceiling.h"
+#include "runner/measure/stats.h"
 #include "train/cell_factory.h"
 #include "train/trainer.h"
 #include "tests/models/model_test_helpers.h"

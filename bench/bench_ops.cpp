@@ -26,7 +26,7 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "core/rng.h"
-#include "runner/ceiling.h"
+#include "runner/measure/ceiling.h"
 
 namespace {
 
@@ -91,7 +91,7 @@ double ceiling_flops_per_s(GemmCompute mode) {
 }
 
 // The bounds themselves, for scripts/bench_ops_table.py: the triad and the fp32
-// and bf16 GEMM ceilings (runner/ceiling.h, the runner's own measurement).
+// and bf16 GEMM ceilings (runner/measure/ceiling.h, the runner's own measurement).
 void BM_MachineBounds(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(triad_bytes_per_s());
   state.counters["triad_bytes/s"] = triad_bytes_per_s();

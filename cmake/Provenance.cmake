@@ -1,4 +1,4 @@
-# Build provenance for manifest.json (runner/build_info.cpp): the commit, whether
+# Build provenance for manifest.json (runner/io/build_info.cpp): the commit, whether
 # the tree had uncommitted changes, the build type and the C++ flags, taken at
 # *build* time (every build, not only when CMake configures: a commit or an edit
 # after configuring would otherwise go unrecorded).

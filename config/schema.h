@@ -4,7 +4,7 @@
 // that turns the YAML's strings into CellConfig's types (enums, bools, the
 // resolved PrecisionPolicy) and back into canonical strings, so cell ids,
 // matching, the resolved-configuration JSON and its hash all read the same
-// spelling. The YAML loader (runner/config_loader.cpp) handles the file's
+// spelling. The YAML loader (runner/experiment/config_loader.cpp) handles the file's
 // structure and positions; every value's text goes through here.
 #pragma once
 

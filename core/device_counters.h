@@ -35,7 +35,7 @@ struct DeviceCounters {
   // backend through cuDNN's SDPA graphs, fp16/bf16 on shapes cuDNN accepts),
   // "cuda_kernel" (the CUDA backend's hand-written kernel: fp32, shapes cuDNN
   // refuses, builds without cudnn_frontend), "cpu_kernel" (the CPU backend).
-  // The cell JSON's attention_impl (runner/step_counters.h).
+  // The cell JSON's attention_impl (runner/measure/step_counters.h).
   std::map<std::string, int64_t> attention_impls;
 };
 

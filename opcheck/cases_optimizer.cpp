@@ -322,7 +322,7 @@ class Sgd : public Instance {
 // flat buffer of tensors: every third excluded from decay, one starting at
 // zero (||x|| = 0: ratio 1), one undecayed with zero gradients (||u|| = 0: it
 // never moves). The reference rounds its weights to the parameter dtype after
-// each step, as the device stores them. Bounds (as tests/ops/test_lamb.cpp,
+// each step, as the device stores them. Bounds (as tests/opcheck/test_lamb.cpp,
 // which runs the long cases): fp32 weights 1e-6 * step * (|x| + 0.05), about
 // ten fp32 roundings per element on a move the trust ratio keeps near
 // lr * ||x|| per tensor, yet 1000x below one step's move, so a wrong ratio,

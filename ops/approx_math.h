@@ -4,7 +4,7 @@
 //  - the CPU and the GPU compute bit-identical values: the same operations
 //    in the same order, with fmaf() on both sides instead of whatever
 //    contraction each compiler chooses.
-// Accuracy (tests/core/test_approx_math.cpp): exp within 2 ulp of the exact
+// Accuracy (tests/ops/test_approx_math.cpp): exp within 2 ulp of the exact
 // value over the whole finite range; tanh within 2e-7 absolute.
 #pragma once
 

@@ -2,11 +2,11 @@
 //        [--order interleaved|sequential] [--order-seed N]
 //        [--fail-on-divergence] [--stall-timeout S] [--cell-timeout S] [--export-reference DIR]
 //        [--assume-gpu NAME] [--lock-clocks base|MHZ] [--find-max-batch] [--shard I/N]
-// runner merge OUT DIR... [--allow-mixed] [--scheduler FILE]   (runner/merge.h)
-// runner doctor [...]                                          (runner/doctor.h)
-// runner selftest [--device cpu|cuda|auto] [--quick] [--json FILE]  (runner/selftest.h)
-// runner describe --json                                      (runner/describe.h)
-// Exit codes: runner/run_experiment.h ExitCode, docs/RESULTS.md.
+// runner merge OUT DIR... [--allow-mixed] [--scheduler FILE]   (runner/commands/merge.h)
+// runner doctor [...]                                          (runner/commands/doctor.h)
+// runner selftest [--device cpu|cuda|auto] [--quick] [--json FILE]  (runner/commands/selftest.h)
+// runner describe --json                                      (runner/experiment/describe.h)
+// Exit codes: runner/commands/run_experiment.h ExitCode, docs/RESULTS.md.
 #include <CLI/CLI.hpp>
 
 #include <csignal>
@@ -16,17 +16,17 @@
 #include <tuple>
 
 #include "core/device.h"
-#include "runner/config.h"
-#include "runner/cost_estimate.h"
-#include "runner/describe.h"
-#include "runner/doctor.h"
-#include "runner/find_max_batch.h"
-#include "runner/hung_cell.h"
-#include "runner/merge.h"
-#include "runner/reference_export.h"
-#include "runner/result_dir.h"
-#include "runner/run_experiment.h"
-#include "runner/selftest.h"
+#include "runner/experiment/config.h"
+#include "runner/measure/cost_estimate.h"
+#include "runner/experiment/describe.h"
+#include "runner/commands/doctor.h"
+#include "runner/commands/find_max_batch.h"
+#include "runner/results/hung_cell.h"
+#include "runner/commands/merge.h"
+#include "runner/commands/reference_export.h"
+#include "runner/results/result_dir.h"
+#include "runner/commands/run_experiment.h"
+#include "runner/commands/selftest.h"
 
 namespace {
 void on_sigint(int) { mpb::g_interrupted = true; }
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   app.add_flag("--fail-on-divergence", opt.fail_on_divergence,
                "exit 3 when a cell diverged (a non-finite final or eval loss); by default divergence is a "
                "result, shown in the table, and the exit code is 0");
-  // The watchdog's limits (runner/watchdog.h), in seconds.
+  // The watchdog's limits (runner/results/watchdog.h), in seconds.
   for (const auto& [name, seconds, help] : {
            std::tuple<const char*, double*, const char*>{
                "--stall-timeout", &opt.watchdog.stall_s,

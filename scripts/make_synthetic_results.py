@@ -16,7 +16,7 @@ Two knobs make regression tests exact:
 
 The fields of issue 8 (run order and rounds, speed-up intervals and verdicts,
 step-time noise, machine load) are written like the runner writes them:
-repeats run in interleaved rounds (`order`), the interval is runner/stats.cpp's
+repeats run in interleaved rounds (`order`), the interval is runner/measure/stats.cpp's
 Student t (paired over rounds when interleaved, Welch otherwise), and `busy_rounds` / `noisy_cells` make a round look
 busy or a cell noisy (with their own random draws, so the timing of
 everything else is unchanged). `legacy=True` leaves all of them out, as an
@@ -204,7 +204,7 @@ def memory_for(config):
 
 
 def memory_triple(config, device_kind):
-    """summary.memory as the runner writes it (runner/memory_triple.h): on the CPU the RSS peak adds the
+    """summary.memory as the runner writes it (runner/measure/memory_triple.h): on the CPU the RSS peak adds the
     binary and its libraries (~190 MB measured) to the tensors; on a GPU the cudaMalloc'd peak is the
     allocator's (no pool), and NVML's device-wide peak adds the CUDA context and cuBLASLt (~600 MB)."""
     total = memory_for(config)["total"]
@@ -337,7 +337,7 @@ def step_noise(timed):
 
 
 def interval_units(timed, blocks_if_one=5):
-    """runner/stats.cpp interval_units: whole repeats, or one repeat cut into consecutive blocks."""
+    """runner/measure/stats.cpp interval_units: whole repeats, or one repeat cut into consecutive blocks."""
     units = [t for t in timed if t.size]
     if len(units) != 1:
         return units
@@ -345,7 +345,7 @@ def interval_units(timed, blocks_if_one=5):
 
 
 def speedup_interval(base_timed, base_batch, timed, batch, paired, confidence=0.95):
-    """summary.speedup_interval as runner/stats.cpp computes it: Student t on the log
+    """summary.speedup_interval as runner/measure/stats.cpp computes it: Student t on the log
     medians of the units, paired over interleaved rounds, else Welch; None with fewer
     than two units a side."""
     from scipy.stats import t as student_t
@@ -407,7 +407,7 @@ def summarize(config, repeats, flops, ceiling, baseline_sps):
         "eval_loss": float(np.mean([r["eval"][-1]["loss"] for r in repeats])),
         "eval_accuracy": float(np.mean([r["eval"][-1]["accuracy"] for r in repeats])),
         "skipped_steps": int(sum(sum(r["skipped"]) for r in repeats)),
-        # runner/cost_estimate.h: 40% of the measured ceiling (this set's machines as the CPU basis).
+        # runner/measure/cost_estimate.h: 40% of the measured ceiling (this set's machines as the CPU basis).
         "estimated_time": {
             "seconds": flops * len(repeats[0]["step_time_ms"]) * len(repeats) / (0.4 * ceiling * 1e9) if ceiling else None,
             "flops_per_step": flops, "steps": len(repeats[0]["step_time_ms"]), "repeats": len(repeats),
@@ -456,7 +456,7 @@ def write_summary_csv(path, cells, axis_keys, legacy=False):
 def run_plan(ids, repeats, mode, seed):
     """manifest.order.rounds: interleaved runs one repeat of every cell per round, even
     rounds in a seeded shuffle and odd ones in the reverse of the round before (as
-    runner/run_plan.cpp); sequential runs every repeat of a cell in one round, cell by cell."""
+    runner/experiment/run_plan.cpp); sequential runs every repeat of a cell in one round, cell by cell."""
     if mode == "sequential":
         return [[cid] * repeats for cid in ids]
     rng = np.random.default_rng([seed, zlib.crc32(b"order")])
@@ -589,7 +589,7 @@ def make_result_set(out_dir, *, experiment="synthetic", machine="cpu", repeats=5
             elapsed += sum(rep["step_time_ms"]) / 1000 + 0.05
 
     cells.sort(key=lambda c: ids.index(c["cell_id"]))
-    # The run id the runner writes into the manifest and every cell (runner/run_identity.h): one per
+    # The run id the runner writes into the manifest and every cell (runner/results/run_identity.h): one per
     # generated set, so a cell copied between two sets is a stranger as between two runs.
     run_id = f"synthetic-{experiment}-{machine}-{seed}-{noise_seed}"
     for c in cells:

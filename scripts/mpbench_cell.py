@@ -200,11 +200,11 @@ class Cell:
     def timed_steps(self):
         """Per repeat, the step times (ms) the runner's statistics use: the steps of
         its measured window (from measured_from_step) that did not also sample numerics (all post-warm-up steps when every
-        one did), as runner/results.cpp selects them. Empty arrays where a repeat
+        one did), as runner/results/results.cpp selects them. Empty arrays where a repeat
         recorded no step times (older or synthetic sets)."""
         out = []
         for rep in self.repeats:
-            # Where the runner's measured window began (runner/steady_state.h); the
+            # Where the runner's measured window began (runner/measure/steady_state.h); the
             # configured warm-up in files written before it recorded that.
             start = to_float(rep.get("measured_from_step"))
             warmup = int(start) if finite(start) and start >= 0 else self.warmup_steps()

@@ -99,7 +99,7 @@ def _resolve_dir(path):
 def _refuse_strangers(manifest_path, manifest, cells):
     """A cell of another experiment or another run (copied in by hand; its config_hash may well
     match) was measured against another baseline: refuse it, naming the file and what differs
-    (docs/RESULTS.md, "Guarantees"; the runner's rule is runner/run_identity.h). A merged set
+    (docs/RESULTS.md, "Guarantees"; the runner's rule is runner/results/run_identity.h). A merged set
     accepts each shard's run id (manifest.shards[].run_id); a set from before run ids, cells
     without one."""
     experiment = manifest.get("experiment")

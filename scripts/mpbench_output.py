@@ -1,6 +1,6 @@
 """How every script writes a file the user named (--json, --plot, --update,
 report files) and checks a directory it will fill (--out): the rule the
-runner keeps in C++ (runner/output_path.h; docs/RESULTS.md, Guarantees).
+runner keeps in C++ (runner/io/output_path.h; docs/RESULTS.md, Guarantees).
 
 - a regular file, or a path that does not exist yet: replaced atomically
   (PATH.tmp, fsync, os.replace), so a reader never sees half a file;

@@ -11,7 +11,7 @@ regression: issue 33 defect 2).
 Rules, in the order they are checked:
   * No number anywhere in the file is NaN, infinite or beyond a float's range.
     The runner writes a non-finite value (a diverged loss) as null
-    (runner/results.cpp), so a NaN, Infinity, 1e999 or a 400-digit integer can
+    (runner/results/results.cpp), so a NaN, Infinity, 1e999 or a 400-digit integer can
     only come from a hand edit.
   * Each field of CELL_FIELDS (MANIFEST_FIELDS) has its type when present and not null (every field
     but the four mpbench_load requires is optional: older runners, include cells).
@@ -138,7 +138,7 @@ _SUMMARY = Fields(
     noise=Fields(cv=MEASUREMENT, robust_cv=MEASUREMENT, p90_over_median=MEASUREMENT, outlier_steps=MEASUREMENT,
                  samples=MEASUREMENT, noisy=BOOL, reasons=ListOf(STRING), outlier_rule=STRING))
 
-# Every field the scripts read, with its type; the runner's writer is runner/results.cpp.
+# Every field the scripts read, with its type; the runner's writer is runner/results/results.cpp.
 CELL_FIELDS = Fields(
     schema=STRING, experiment=STRING, run_id=STRING, cell_id=STRING, slug=STRING,
     axes=OBJECT, is_baseline=BOOL,
@@ -155,7 +155,7 @@ CELL_FIELDS = Fields(
 _LOAD_SAMPLE = Fields(loadavg=ListOf(MEASUREMENT), other_cpu_fraction=MEASUREMENT, steal_fraction=MEASUREMENT,
                       busy=BOOL, round=MEASUREMENT)
 
-# The manifest's fields the scripts read (runner/manifest.cpp, run_experiment.cpp, merge.cpp write them).
+# The manifest's fields the scripts read (runner/results/manifest.cpp, run_experiment.cpp, merge.cpp write them).
 MANIFEST_FIELDS = Fields(
     schema=STRING, experiment=STRING, run_id=STRING, config_path=STRING, config_hash=STRING,
     started=STRING, finished=ANY, mpbench_version=STRING, git_commit=STRING,

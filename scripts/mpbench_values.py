@@ -131,11 +131,11 @@ def format_bytes(value):
     return f"{value / (1 << 20):.1f} MiB"
 
 
-SLUG_MAX_CHARS = 120   # runner/config.h kSlugMaxChars
+SLUG_MAX_CHARS = 120   # runner/experiment/config.h kSlugMaxChars
 
 
 def slugify(text):
-    """The runner's slug rule (runner/matrix.cpp cell_slug, CONFIG.md), for file names we derive from ids:
+    """The runner's slug rule (runner/experiment/matrix.cpp cell_slug, CONFIG.md), for file names we derive from ids:
     the readable spelling, plus "-" and 8 hex digits of the id's FNV-1a hash when the spelling could
     belong to another id too (a character replaced, or '_' next to '_' or ',') or is too long."""
     slug = re.sub(r"[^A-Za-z0-9_.=-]", "_", text.replace(",", "__"))

@@ -1,5 +1,5 @@
 """The report's time-estimate table: what `runner --dry-run` estimated for each
-cell before the run (summary.estimated_time, runner/cost_estimate.h) against
+cell before the run (summary.estimated_time, runner/measure/cost_estimate.h) against
 the time its steps took (summary.measured_time_s), so the estimate is checked
 by every run that records one.
 

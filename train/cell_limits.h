@@ -3,8 +3,8 @@
 // the schema's per-key bounds and check_cell_config's cross-key rules), the
 // data files it names, and the memory it will need. The loader runs the
 // checks on every cell, so that a bad cell fails at load time with its
-// file:line:col (runner/matrix.cpp); the runner compares the estimate with
-// the device's free memory before a run (runner/memory_fit.h).
+// file:line:col (runner/experiment/matrix.cpp); the runner compares the estimate with
+// the device's free memory before a run (runner/measure/memory_fit.h).
 #pragma once
 
 #include <optional>

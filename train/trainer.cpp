@@ -243,7 +243,7 @@ void Trainer::warm_up() {
   // page faults) and grow-only scratch (the probes' histograms, the
   // accumulating micro-batches' GEMMs, the evaluation's batch sizes) happen
   // here instead of inside a timed step, which must then allocate nothing and
-  // create no plan (tests/models/test_step_counters.cpp). The optimizer runs
+  // create no plan (tests/train/test_step_counters.cpp). The optimizer runs
   // on its skip path: a planted inf makes the device decide a skip, so every
   // update op launches and changes nothing (the host's loss scaler does not
   // see it), and step 1 overwrites the gradients.

@@ -32,7 +32,7 @@ struct OnednnMatmulDeleter {
 std::unique_ptr<OnednnMatmul, OnednnMatmulDeleter> make_onednn_matmul();
 
 // Not final: tests plant a bug in one op by overriding its *_impl
-// (tests/runner/test_selftest.cpp proves that `runner selftest` fails then).
+// (tests/runner/commands/test_selftest.cpp proves that `runner selftest` fails then).
 class CpuDevice : public Device {
  public:
   CpuDevice();  // the kernels choose_cpu_isa() picks (throws DeviceError as it does)

@@ -127,7 +127,7 @@
 // core/device.h. Everything after the operands (C/D types, epilogues and
 // their fallbacks, the plan cache keyed also by the two formats) is the
 // path above, with three differences decided by fp8_gemm_layout()
-// (fp8_gemm_layout.h, proven on the CPU by tests/core/test_fp8_gemm_layout.cpp):
+// (fp8_gemm_layout.h, proven on the CPU by tests/backends/cuda/test_fp8_gemm_layout.cpp):
 //   - Output width. D's rows (our n) must be a multiple of 16 as well: B's
 //     codes are written [np, kp] with zero rows beyond n, and when n % 16 != 0
 //     (or C/pre_act is not 16-byte aligned) run_fp8_through_scratch runs the

@@ -197,7 +197,7 @@ __global__ void lamb_norms_kernel(const void* p, const void* g, float* m, float*
   u_sq = block_reduce(u_sq, 0.0, SumOp{}, smem);
   if (threadIdx.x == 0) {
     // fp32 partials: each rounding is a relative 2^-24 of a sum of squares,
-    // far below any effect on the trust ratio (tests/ops/test_lamb.cpp).
+    // far below any effect on the trust ratio (tests/opcheck/test_lamb.cpp).
     float* out = lamb_partial(scratch, piece, k, static_cast<int>(blockIdx.x));
     out[0] = static_cast<float>(w_sq);
     out[1] = static_cast<float>(u_sq);

@@ -13,8 +13,8 @@
 
 #include <string>
 
-#include "runner/config.h"
-#include "runner/config_limits.h"
+#include "runner/experiment/config.h"
+#include "runner/experiment/config_limits.h"
 #include "tests/runner/config_test_helpers.h"
 
 namespace mpb {

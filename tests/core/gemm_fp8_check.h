@@ -1,5 +1,5 @@
 // FP8 operands of Device::gemm against a float64 GEMM of the quantized
-// operands, for any backend (tests/core/test_cpu_gemm_fp8.cpp on the CPU,
+// operands, for any backend (tests/backends/cpu/test_cpu_gemm_fp8.cpp on the CPU,
 // tests/gpu/test_cuda_gemm_fp8.cpp on CUDA).
 //
 // The quantization itself is core/fp8.h (proven against a float64 spec

@@ -9,7 +9,7 @@
 //      probabilities with exactly zero weight on the padded keys. In bf16/fp32
 //      -1e9 is harmless (it stays finite). The constants are checked here;
 //      the ops' behaviour with them, on every backend, in
-//      tests/ops/test_op_contracts.cpp (*Fp16MaskHazard).
+//      tests/opcheck/test_op_contracts.cpp (*Fp16MaskHazard).
 //  (b) LayerNorm epsilon: a LayerNorm computed in fp16 (emulated here with
 //      round_to_half after every operation, core/numerics.h) adds eps to the
 //      variance in fp16; BERT's 1e-12 flushes to 0, a constant row has

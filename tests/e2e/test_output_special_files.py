@@ -17,7 +17,7 @@ directory, never the machine's own /dev nodes:
 
 And --json - writes to standard output. About 100 s, nearly all of it three
 runs of `runner selftest --quick` (its --json has no cheaper run). The rule itself, case by case, is
-tests/runner/test_output_path.cpp (C++) and tests/scripts/test_output_paths.py
+tests/runner/io/test_output_path.cpp (C++) and tests/scripts/test_output_paths.py
 (Python).
 """
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""`runner selftest` as CI and a user run it (issue 11; runner/selftest.h).
+"""`runner selftest` as CI and a user run it (issue 11; runner/commands/selftest.h).
 
 --device cpu: exit 0, a table with one row per op and one per training check,
 and --json with every op case of the table (small and BERT-shaped), each
@@ -7,7 +7,7 @@ passed and compared with a float64 reference, and the training checks: the
 skip path and a step of the MLP and BERT-tiny in each precision and fusion.
 --device cuda without a usable GPU: exit 1 and a one-line reason, no table
 (with a GPU it must pass like the CPU). A bad option: exit 2. That a planted
-bug fails it is tests/runner/test_selftest.cpp.
+bug fails it is tests/runner/commands/test_selftest.cpp.
 """
 
 import json

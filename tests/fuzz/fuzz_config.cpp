@@ -21,7 +21,7 @@
 //     that `--filter <its own id>` does not select (ids are canonical, and so
 //     are filter values: docs/CONFIG.md).
 // Its first finding, yaml-cpp 0.7's LoadAll looping forever on a stray ',' (yaml-cpp
-// issue 1040), is guarded against in the loader (runner/yaml_documents.h); the two
+// issue 1040), is guarded against in the loader (runner/io/yaml_documents.h); the two
 // inputs that found it are in the corpus (yaml_cpp_1040_*.yaml).
 //
 // The same function runs without libFuzzer over tests/fuzz/corpus as the CTest
@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "config/config_errors.h"
-#include "runner/config.h"
+#include "runner/experiment/config.h"
 
 namespace {
 

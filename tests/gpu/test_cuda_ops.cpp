@@ -4,7 +4,7 @@
 // cuBLASLt's output-dtype rule, the fused attention's head-dimension limit.
 // Every Device op against float64 and the CPU backend is in the op-check
 // table (opcheck/, tests/ops: test_ops_cuda), the argument contracts both
-// backends share in tests/ops/test_op_contracts.cpp. Each test here skips
+// backends share in tests/opcheck/test_op_contracts.cpp. Each test here skips
 // (with the reason) where no usable CUDA device exists, except the
 // availability tests.
 #include <gtest/gtest.h>
@@ -84,7 +84,7 @@ class CudaOps : public ::testing::Test {
 
 // ---- device basics ----------------------------------------------------------------------
 
-// The memory triple's "process" figure on a GPU (runner/memory_triple.h):
+// The memory triple's "process" figure on a GPU (runner/measure/memory_triple.h):
 // every cudaMalloc'd byte counts, at its peak, and a freed buffer leaves it.
 TEST_F(CudaOps, ReservedPeakCountsEveryCudaMallocAtOnce) {
   const size_t before = gpu_->reserved_peak_bytes().value_or(0);

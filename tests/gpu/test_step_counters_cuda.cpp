@@ -6,7 +6,7 @@
 // epilogues at m == 1 and n == 1, where the heuristic may refuse them, give
 // the CPU's result through the counted fallback, with "no algorithm" cached;
 // and the asynchronous uploads behind the first part.
-// The CPU half of the first part is tests/models/test_step_counters.cpp.
+// The CPU half of the first part is tests/train/test_step_counters.cpp.
 // Every test skips (with the reason) where no usable CUDA device exists.
 #include <gtest/gtest.h>
 

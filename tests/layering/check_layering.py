@@ -13,6 +13,16 @@ its own headers and those of the folders it lists, nothing else:
     opcheck   the op-test table (every backend against float64)
     runner    YAML, matrices, measurement, files: may include everything
 
+Inside runner/, the rooms are layers too, bottom to top (runner/main.cpp, the
+binary's entry, sits above them all):
+
+    io          files, atomic writes, output paths, YAML documents, build info
+    experiment  the experiment file: loader, matrix, shards, run plan, vocabulary
+    machine     the machine: device factory, clocks, NVML, telemetry, energy, load
+    measure     statistics, ceilings, steady state, utilization, cost, memory fit
+    results     cell files, manifest, result directory, watchdog, end-of-run table
+    commands    run, merge, doctor, selftest, find-max-batch, reference export
+
 Two backends may not include each other. bench/ and tests/ may include
 anything. Usage: check_layering.py [SOURCE_DIR]  (default: the repository).
 """
@@ -31,8 +41,25 @@ ALLOWED = {
     "opcheck": {"core", "ops", "backends", "opcheck"},
     "runner": {"core", "ops", "backends", "models", "config", "train", "opcheck", "runner"},
 }
+RUNNER_ROOMS = ["io", "experiment", "machine", "measure", "results", "commands"]
 SOURCE = re.compile(r"\.(h|hpp|cpp|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def runner_room_violation(rel, header):
+    """Why runner/<room>/x includes a runner header it may not, or None."""
+    src = rel.split(os.sep)
+    dst = header.split("/")
+    if len(dst) != 3 or dst[1] not in RUNNER_ROOMS:
+        return f"{header} is not in one of runner/'s rooms ({', '.join(RUNNER_ROOMS)})"
+    if len(src) == 2:
+        return None  # runner/main.cpp: above every room
+    if src[1] not in RUNNER_ROOMS:
+        return f"{rel} is not in one of runner/'s rooms ({', '.join(RUNNER_ROOMS)})"
+    if RUNNER_ROOMS.index(dst[1]) > RUNNER_ROOMS.index(src[1]):
+        below = RUNNER_ROOMS[:RUNNER_ROOMS.index(src[1]) + 1]
+        return f"runner/{src[1]}/ includes {header} (a runner/{dst[1]}/ header; runner/{src[1]}/ may include {', '.join(below)})"
+    return None
 
 
 def violations(root):
@@ -56,6 +83,10 @@ def violations(root):
                         if target not in allowed:
                             found.append(f"{rel}:{lineno}: {layer}/ includes {m.group(1)} "
                                          f"(a {target}/ header; {layer}/ may include {', '.join(sorted(allowed))})")
+                        elif layer == target == "runner":
+                            why = runner_room_violation(rel, m.group(1))
+                            if why:
+                                found.append(f"{rel}:{lineno}: {why}")
                         elif (layer == target == "backends" and
                               rel.split(os.sep)[1] != m.group(1).split("/")[1]):
                             found.append(f"{rel}:{lineno}: one backend includes another's header {m.group(1)}")

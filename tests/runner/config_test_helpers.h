@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/config.h"
+#include "runner/experiment/config.h"
 
 namespace mpb {
 namespace config_test {

@@ -1,10 +1,10 @@
 /* A stand-in for libnvidia-ml.so.1 with NVML's ABI for the functions
- * runner/gpu_telemetry.cpp loads, for tests on machines without a GPU
+ * runner/machine/gpu_telemetry.cpp loads, for tests on machines without a GPU
  * (MPB_NVML_LIBRARY points the runner here). Sample n reads: SM clock
  * 1980 - n MHz, memory clock 2619, temperature 60 + n % 5, power 500 W of a
  * 700 W limit, 1 GB + n MB used; every odd sample says "SW power cap". Only
  * the bus id 00000000:3B:00.0 exists. Fixed facts: an H100 SXM-like card
- * (runner/gpu_environment.cpp) with ECC on, MIG off, 4 of 18 NVLinks active.
+ * (runner/machine/gpu_environment.cpp) with ECC on, MIG off, 4 of 18 NVLinks active.
  * Clock locking works (the SM clock then reads the locked value; "base" is
  * 1590 MHz) unless FAKE_NVML_DENY_LOCK is set (NVML_ERROR_NO_PERMISSION);
  * fake_nvml_locked_mhz() tells tests what is locked now (0: nothing). */

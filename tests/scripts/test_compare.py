@@ -233,7 +233,7 @@ class CompareMachines(TempDirTest):
         self.assertNotIn("samples/J", proc.stdout)         # no set measured energy
 
     def test_generations_samples_per_joule(self):
-        """samples/J per machine where its cells measured energy (runner/energy_meter.h), "—" where not."""
+        """samples/J per machine where its cells measured energy (runner/machine/energy_meter.h), "—" where not."""
         dirs = [self.make_set(m, machine=m) for m in ("a100", "h100")]
         cid = "precision=fp32,fusion=off"
         edit_cell(dirs[1], cid, lambda c: c["summary"].update({"samples_per_joule": 12.5}))

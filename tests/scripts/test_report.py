@@ -504,7 +504,7 @@ class ReportNewFields(TempDirTest):
         self.assertNotEqual(rows[0]["process peak"], rows[0]["peak memory"])   # the RSS counts the libraries too
 
     def test_energy_column(self):
-        """samples/J beside the ceiling where some cell measured energy (runner/energy_meter.h), else no column."""
+        """samples/J beside the ceiling where some cell measured energy (runner/machine/energy_meter.h), else no column."""
         results = self.make_set("energy", machine="h100", numerics=False, include=[])
         _, md = self.run_report(results)
         self.assertNotIn("samples/J", md_table_after(md, "## Cells")[0])

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """scripts' slugify() spells result file names exactly as the runner's cell_slug()
-(runner/matrix.cpp): the expected values are the ones tests/runner/test_slug.cpp
+(runner/experiment/matrix.cpp): the expected values are the ones tests/runner/experiment/test_slug.cpp
 and test_matrix.cpp pin for the C++ side."""
 
 import unittest

@@ -2,7 +2,7 @@
 """cmake/WriteProvenance.cmake: the build-time record of commit, dirty tree and flags.
 
 The manifest's git.dirty and build.* come from the header this script writes
-(runner/build_info.cpp); run in CMake's script mode on throw-away git
+(runner/io/build_info.cpp); run in CMake's script mode on throw-away git
 repositories: clean, a tracked file edited, only an untracked file, no repository.
 Exit 77 (skipped) where cmake or git is missing.
 """

@@ -1,0 +1,95 @@
+#include "runner/io/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "runner/io/output_path.h"
+
+namespace mpb {
+
+namespace {
+
+// Writes all of `content` to `fd`; false with errno set on a failed write.
+bool write_all(int fd, const std::string& content) {
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// A device, FIFO or symlink target keeps its identity: opened as it is
+// (no O_CREAT, so nothing new appears), written, closed.
+void write_stream(const std::string& path, const std::string& content, OutputMode mode) {
+  if (mode == OutputMode::StandardOutput) {
+    std::fflush(stdout);  // what printf buffered goes first, then the file
+    if (!write_all(STDOUT_FILENO, content))
+      throw std::runtime_error(std::string("cannot write to standard output: ") + std::strerror(errno));
+    return;
+  }
+  std::fflush(stdout);  // /dev/stdout may be our own standard output
+  int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY);
+  if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  // A symlink to a regular file: the file it names gets the new content in place.
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::ftruncate(fd, 0) != 0) {
+    int err = errno;
+    ::close(fd);
+    throw std::runtime_error("cannot truncate " + path + ": " + std::strerror(err));
+  }
+  if (!write_all(fd, content)) {
+    int err = errno;
+    ::close(fd);
+    throw std::runtime_error("cannot write " + path + ": " + std::strerror(err));
+  }
+  if (::close(fd) != 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  const OutputMode mode = check_output_path(path);
+  if (mode != OutputMode::Replace) return write_stream(path, content, mode);
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  if (!write_all(fd, content)) {
+    int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(err));
+  }
+  // fsync before rename: after a crash the new name never points at missing data.
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot flush " + tmp + ": " + std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + std::strerror(err));
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace mpb

@@ -1,0 +1,15 @@
+// Writes a file by runner/io/output_path.h's rule: a regular file (or a new one)
+// so that readers see either the old content or the new one, never a partial
+// file (write <path>.tmp, flush it to disk, rename over <path>); "-", a
+// device, a FIFO or a symlink in place, as a stream; a directory and the
+// other refusals throw OutputPathError before anything is written.
+#pragma once
+
+#include <string>
+
+namespace mpb {
+
+void write_file_atomic(const std::string& path, const std::string& content);
+std::string read_file(const std::string& path);  // throws std::runtime_error
+
+}  // namespace mpb

@@ -1,0 +1,35 @@
+#include "runner/machine/device_factory.h"
+
+#include "backends/cpu/cpu_device.h"
+#ifdef MPB_HAVE_CUDA
+#include "backends/cuda/cuda_device.h"
+#endif
+
+namespace mpb {
+
+namespace {
+std::optional<std::string> why_no_cuda() {
+#ifdef MPB_HAVE_CUDA
+  return cuda_unavailable_reason();
+#else
+  return std::string("no CUDA device: this runner was built without the CUDA backend");
+#endif
+}
+}  // namespace
+
+std::unique_ptr<Device> make_device(const std::string& kind, std::string* notice) {
+  if (kind == "cpu") return make_cpu_device();
+  if (kind == "cuda" || kind == "auto") {
+    if (auto reason = why_no_cuda()) {
+      if (kind == "cuda") throw DeviceError(*reason);
+      if (notice) *notice = *reason + "; using the CPU device";
+      return make_cpu_device();
+    }
+#ifdef MPB_HAVE_CUDA
+    return make_cuda_device(0);
+#endif
+  }
+  throw DeviceError("unknown device '" + kind + "' (expected cpu, cuda or auto)");
+}
+
+}  // namespace mpb

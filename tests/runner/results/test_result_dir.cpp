@@ -1,0 +1,163 @@
+// The results directory's rules (runner/results/result_dir.h): one writer at a time,
+// and files that do not belong to the experiment as loaded now move to
+// stale/<time>/ with the reason; nothing is deleted.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runner/io/atomic_file.h"
+#include "runner/measure/ceiling.h"
+#include "runner/machine/device_factory.h"
+#include "runner/results/result_dir.h"
+
+namespace fs = std::filesystem;
+
+namespace mpb {
+namespace {
+
+class ResultDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("mpb_result_dir_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "cells");
+    fs::create_directories(dir_ / "partial");
+    for (int i = 0; i < 2; ++i) {
+      Cell c;
+      c.id = "fusion=" + std::string(i ? "on" : "off");
+      c.slug = cell_slug(c.id);
+      c.config.steps = 10 + i;
+      cells_.push_back(c);
+    }
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string hash(const Cell& c) const { return config_hash(cell_config_to_json(c.config)); }
+  fs::path write(const std::string& rel, const std::string& id, const std::string& hash) const {
+    write_file_atomic((dir_ / rel).string(), nlohmann::json{{"cell_id", id}, {"config_hash", hash}}.dump());
+    return dir_ / rel;
+  }
+  // Cell i's file in `sub` (cells or partial), as the current runner names and fills it.
+  std::string current(const std::string& sub, size_t i) const {
+    write(sub + "/" + cells_[i].slug + ".json", cells_[i].id, hash(cells_[i]));
+    return sub + "/" + cells_[i].slug + ".json";
+  }
+  std::vector<std::string> stale_files() const {
+    std::vector<std::string> out;
+    if (!fs::exists(dir_ / "stale")) return out;
+    for (const auto& e : fs::recursive_directory_iterator(dir_ / "stale"))
+      if (e.is_regular_file()) out.push_back(fs::relative(e.path(), dir_).string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  std::vector<StaleMove> sweep(EarlierResults earlier, std::vector<const Cell*> running = {}) {
+    return sweep_result_dir(dir_, cells_, running, earlier);
+  }
+
+  fs::path dir_;
+  std::vector<Cell> cells_;
+};
+
+TEST_F(ResultDirTest, CurrentFilesStayWhenResuming) {
+  current("cells", 0);
+  current("partial", 1);
+  EXPECT_TRUE(sweep(EarlierResults::Keep, {&cells_[0], &cells_[1]}).empty());
+  EXPECT_TRUE(stale_files().empty());
+}
+
+TEST_F(ResultDirTest, EditedConfigUnknownCellsAndTmpFilesMoveToStaleWithReasons) {
+  const fs::path edited = write("cells/" + cells_[0].slug + ".json", cells_[0].id, "0000000000000000");
+  write("cells/gone.json", "fusion=maybe", "1111111111111111");
+  { std::ofstream(dir_ / "cells" / "x.json.tmp") << "{\"cell_id\": \"fus"; }
+  const auto moves = sweep(EarlierResults::Keep, {&cells_[0], &cells_[1]});
+  ASSERT_EQ(moves.size(), 3u);
+  EXPECT_FALSE(fs::exists(edited));
+  const auto stale = stale_files();
+  ASSERT_EQ(stale.size(), 4u) << "three files and why.txt";
+  std::string why;
+  for (const auto& f : stale)
+    if (f.size() > 7 && f.substr(f.size() - 7) == "why.txt") why = read_file((dir_ / f).string());
+  EXPECT_NE(why.find("ran with another configuration"), std::string::npos) << why;
+  EXPECT_NE(why.find("not in the experiment any more"), std::string::npos) << why;
+  EXPECT_NE(why.find("unfinished write"), std::string::npos) << why;
+}
+
+TEST_F(ResultDirTest, AFreshRunMovesOnlyTheFilesOfTheCellsItRuns) {
+  const std::string kept = current("cells", 0), rerun = current("cells", 1);
+  const auto moves = sweep(EarlierResults::Replace, {&cells_[1]});
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves[0].from, rerun);
+  EXPECT_NE(moves[0].reason.find("runs again"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir_ / kept));
+}
+
+TEST_F(ResultDirTest, AnOlderSlugIsRenamedAndADuplicateMovesToStale) {
+  write("cells/old-slug-0.json", cells_[0].id, hash(cells_[0]));
+  current("cells", 1);
+  write("cells/old-slug-1.json", cells_[1].id, hash(cells_[1]));
+  const auto moves = sweep(EarlierResults::Keep);
+  ASSERT_EQ(moves.size(), 2u);
+  EXPECT_TRUE(fs::exists(dir_ / "cells" / (cells_[0].slug + ".json")));
+  EXPECT_TRUE(fs::exists(dir_ / "cells" / (cells_[1].slug + ".json")));
+  EXPECT_EQ(stale_files().size(), 2u) << "old-slug-1.json and why.txt";
+}
+
+TEST_F(ResultDirTest, ASidecarOfAFinishedCellMovesToStale) {
+  current("cells", 0);
+  const std::string sidecar = current("partial", 0);
+  const auto moves = sweep(EarlierResults::Keep, {&cells_[0]});
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves[0].from, sidecar);
+}
+
+TEST_F(ResultDirTest, ASecondHolderOfTheLockIsRefusedWithTheFirstsPid) {
+  // flock locks belong to open file descriptions: a second one in this
+  // process conflicts like another process would, but a child makes the
+  // PID in the message someone else's, as in real use.
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ResultDirLock held(dir_);
+    char c = 1;
+    (void)!::write(ready[1], &c, 1);
+    (void)!::read(done[0], &c, 1);
+    ::_exit(0);
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  try {
+    ResultDirLock second(dir_);
+    ADD_FAILURE() << "a second lock was granted";
+  } catch (const ResultDirBusy& e) {
+    EXPECT_NE(std::string(e.what()).find("pid " + std::to_string(child)), std::string::npos) << e.what();
+  }
+  (void)!::write(done[1], &c, 1);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_NO_THROW(ResultDirLock again(dir_)) << "the lock is free once its holder exits";
+}
+
+TEST(GemmCeiling, AStopRequestEndsTheMeasurementBeforeAnyGemm) {
+  const std::unique_ptr<Device> dev = make_device("cpu");
+  const std::atomic<bool> stop{true};
+  EXPECT_EQ(measure_gemm_ceiling(*dev, GemmCompute::F32, 64, 1000000, &stop), 0.0);
+  const std::atomic<bool> go{false};
+  EXPECT_GT(measure_gemm_ceiling(*dev, GemmCompute::F32, 64, 2, &go), 0.0);
+}
+
+}  // namespace
+}  // namespace mpb
