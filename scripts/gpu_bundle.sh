@@ -147,7 +147,9 @@ install -m 0755 "$src/scripts/bundle/gpu-session" "$root/bin/gpu-session"   # th
 # The CUDA/NVIDIA sonames the target must provide, one per line: bin/mpbench-env checks these.
 printf '%s\n' "${!cuda_needed[@]}" | sed '/^$/d' | sort >"$root/lib/cuda-needed.txt"
 cp -r "$src/experiments" "$root/experiments"
-cp "$src"/scripts/*.py "$root/scripts/"
+cp "$src"/scripts/*.py "$src"/scripts/runner_vocabulary.json "$root/scripts/"
+# The entry points above are thin: the code is the mpbench package beside them.
+(cd "$src/scripts" && find mpbench -name '*.py' -print0 | xargs -0 cp --parents -t "$root/scripts/")
 cp "$src"/bench/*.py "$root/bench/" 2>/dev/null || true
 cp "$src/docs/GPU.md" "$root/docs/GPU.md"
 # The ledger as committed: which phases have passed at which CUDA sources (empty: none yet).

@@ -38,9 +38,9 @@ import zlib
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mpbench_results import (FP16_MAX_LOG2, FP16_MIN_SUBNORMAL_LOG2,  # noqa: E402
-                              parse_map_setting, slugify)
-from mpbench_vocabulary import snapshot as runner_vocabulary  # noqa: E402
+from mpbench.results import (FP16_MAX_LOG2, FP16_MIN_SUBNORMAL_LOG2,  # noqa: E402
+                             parse_map_setting, slugify)
+from mpbench.results.vocabulary import snapshot as runner_vocabulary  # noqa: E402
 
 # The runner's memory categories (its committed `runner describe --json`), not a restated list.
 MEMORY_CATEGORIES = runner_vocabulary().memory_categories

@@ -25,7 +25,8 @@ echo "== packing"
 (cd "$tmp/pack" && bash "$src/scripts/gpu_bundle.sh" --build-dir "$build" --out bundle.tar.gz)
 tar -C "$tmp/unpack" -xzf "$tmp/pack/bundle.tar.gz"
 b=$tmp/unpack/mpbench-gpu
-for f in bin/runner bin/mpb_bench bin/mpbench-env MANIFEST.md docs/GPU.md experiments/quickstart.yaml scripts/report.py; do
+for f in bin/runner bin/mpb_bench bin/mpbench-env MANIFEST.md docs/GPU.md experiments/quickstart.yaml scripts/report.py scripts/mpbench/report/build.py \
+         scripts/mpbench/results/__init__.py scripts/runner_vocabulary.json; do
   [[ -e $b/$f ]] || fail "the bundle lacks $f"
 done
 ls "$b"/bin/test_* >/dev/null 2>&1 || fail "the bundle holds no GPU test binary"

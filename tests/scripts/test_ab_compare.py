@@ -11,7 +11,7 @@ import numpy as np
 from scipy import stats
 
 import script_test_helpers  # noqa: F401  (puts scripts/ on sys.path)
-import ab_compare
+from mpbench.compare import ab as ab_compare
 
 
 def result(ratio, p):

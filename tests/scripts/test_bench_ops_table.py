@@ -10,7 +10,7 @@ import unittest
 
 from script_test_helpers import TempDirTest, run_script
 
-import bench_ops_table as bot
+from mpbench import ops_table as bot
 
 TRIAD = 20e9          # bytes/s
 CEIL32 = 200e9        # FLOP/s: fp32 ridge = 10 FLOP/byte

@@ -12,7 +12,7 @@ import unittest
 
 from script_test_helpers import TempDirTest, all_cell_ids, edit_cell, edit_manifest, run_script
 
-import compare  # noqa: E402  (scripts/ is on sys.path via the helpers)
+from mpbench.compare import gate as compare  # noqa: E402  (scripts/ is on sys.path via the helpers)
 
 SLOW_CELL = "precision=amp_bf16,fusion=on"
 

@@ -15,7 +15,7 @@ import unittest
 from script_test_helpers import TempDirTest, edit_manifest, run_script
 
 import make_synthetic_results as synth  # noqa: E402  (scripts/ is on sys.path via the helpers)
-from mpbench_environment import environment_differences, environment_text  # noqa: E402
+from mpbench.results.environment import environment_differences, environment_text  # noqa: E402
 
 
 def manifest(**changes):

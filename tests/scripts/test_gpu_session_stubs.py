@@ -32,6 +32,9 @@ class Stubs(TempDirTest):
         shutil.copy(os.path.join(SOURCE_DIR, "scripts", "bundle", "gpu-session"), os.path.join(b, "bin"))
         for name in ("gpu_ledger.py", "gpu_session_summary.py"):
             shutil.copy(os.path.join(SOURCE_DIR, "scripts", name), os.path.join(b, "scripts"))
+        # The entry points run the package, which scripts/gpu_bundle.sh copies beside them.
+        shutil.copytree(os.path.join(SOURCE_DIR, "scripts", "mpbench"), os.path.join(b, "scripts", "mpbench"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
         real_python = sys.executable or "/usr/bin/python3"
         for name in STUBS:
             where = "stubs" if name in ("nvidia-smi", "compute-sanitizer", "python3") else "bin"

@@ -15,7 +15,7 @@ import unittest
 
 from script_test_helpers import SCRIPTS, TempDirTest, run_script
 
-import mpbench_output as mo
+from mpbench import output as mo
 
 
 class Rule(TempDirTest):
@@ -85,7 +85,7 @@ class Rule(TempDirTest):
 
     def test_a_link_to_proc_self_fd_1_reaches_standard_output(self):
         os.symlink("/proc/self/fd/1", self.at("stdout"))
-        code = ("import sys; sys.path.insert(0, sys.argv[1]); import mpbench_output as mo; "
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); from mpbench import output as mo; "
                 "print('table'); mo.write_output(sys.argv[2], '{\"j\": 1}\\n')")
         p = subprocess.run([sys.executable, "-c", code, SCRIPTS, self.at("stdout")], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)

@@ -28,9 +28,9 @@ matplotlib.use("Agg")
 from script_test_helpers import (SOURCE_DIR, TempDirTest, all_cell_ids, edit_cell, edit_manifest,  # noqa: E402
                                  run_script, synth)
 
-import mpbench_results as mr  # noqa: E402  (scripts/ is on sys.path via the helpers)
-import report_labels  # noqa: E402
-import report_plots  # noqa: E402
+from mpbench import results as mr  # noqa: E402  (scripts/ is on sys.path via the helpers)
+from mpbench.report import labels as report_labels  # noqa: E402
+from mpbench.report import plots as report_plots  # noqa: E402
 
 ALL_PLOTS = {"speedup.png", "memory.png", "convergence.png", "loss_scale.png", "grad_hist.png",
              "checkpointing.png"}

@@ -9,7 +9,7 @@ import types
 import unittest
 
 import script_test_helpers  # noqa: F401  (puts scripts/ on sys.path)
-from report_tables import machine_rows
+from mpbench.report.tables import machine_rows
 
 
 def result_set(manifest):

@@ -16,8 +16,8 @@ import unittest
 
 from script_test_helpers import TempDirTest, cell_path, edit_cell, edit_json, edit_manifest, run_script
 
-import fuzz_results  # noqa: E402  (scripts/ is on sys.path via the helpers)
-from mpbench_schema import FieldError, check_cell_fields, check_manifest_fields  # noqa: E402
+from mpbench import fuzz as fuzz_results  # noqa: E402  (scripts/ is on sys.path via the helpers)
+from mpbench.results.schema import FieldError, check_cell_fields, check_manifest_fields  # noqa: E402
 
 CELL = "precision=fp32,fusion=on"
 

@@ -6,7 +6,7 @@ and test_matrix.cpp pin for the C++ side."""
 import unittest
 
 import script_test_helpers  # noqa: F401  (puts scripts/ on sys.path)
-from mpbench_values import SLUG_MAX_CHARS, slugify
+from mpbench.results.values import SLUG_MAX_CHARS, slugify
 
 
 class Slugify(unittest.TestCase):

@@ -137,7 +137,7 @@ class ExportCli(ReferenceCase):
     def test_check_fails_on_a_mismatch(self):
         """The checker is not vacuous: a perturbed gradient fails it, with exit 1."""
         sys.path.insert(0, SCRIPTS)
-        import torch_reference as tr  # noqa: E402
+        from mpbench.reference import torch_model as tr  # noqa: E402
         out = self.check_cell(MLP_YAML, "fusion=on,optimizer.decay=none", "mlp_perturbed")
         path = os.path.join(out, "reference.safetensors")
         ref, meta = tr.read_safetensors(path)

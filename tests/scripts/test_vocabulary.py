@@ -18,9 +18,9 @@ sys.path.insert(0, HERE)
 
 from script_test_helpers import TempDirTest, edit_manifest, run_script  # noqa: E402
 
-import mpbench_results as mr  # noqa: E402  (scripts/ is on sys.path via the helpers)
-import mpbench_vocabulary  # noqa: E402
-import report_labels  # noqa: E402
+from mpbench import results as mr  # noqa: E402  (scripts/ is on sys.path via the helpers)
+from mpbench.results import vocabulary as mpbench_vocabulary  # noqa: E402
+from mpbench.report import labels as report_labels  # noqa: E402
 
 
 def runner_path():

@@ -1,7 +1,7 @@
 """The one schema check of result files (docs/RESULTS.md): every field's type, cells and manifest.
 
 Why a module of its own: report.py, compare.py, generations.py and ab_compare.py
-read results only through mpbench_load, which calls `check_cell_fields` and
+read results only through results.load, which calls `check_cell_fields` and
 `check_manifest_fields` once per file before any accessor runs. So a hand-edited or damaged file (an int where an object
 belongs, a string where a number does, NaN or a negative throughput) is an input
 error that names the file, the field and the expected type (exit 2 in every
@@ -14,7 +14,7 @@ Rules, in the order they are checked:
     (runner/results/results.cpp), so a NaN, Infinity, 1e999 or a 400-digit integer can
     only come from a hand edit.
   * Each field of CELL_FIELDS (MANIFEST_FIELDS) has its type when present and not null (every field
-    but the four mpbench_load requires is optional: older runners, include cells).
+    but the four results.load requires is optional: older runners, include cells).
   * A measurement (a time, a rate, a byte count, a ratio of two of them) is never
     negative: a negative throughput beside a stored speed-up is a hand edit.
 Fields not in the table (a newer runner's) are only held to the first rule.
@@ -24,7 +24,7 @@ import math
 
 
 class FieldError(Exception):
-    """`field` (dotted, with [i] for list items) is not of the `expected` type; mpbench_load adds the file."""
+    """`field` (dotted, with [i] for list items) is not of the `expected` type; results.load adds the file."""
 
     def __init__(self, field, expected, value):
         got = type(value).__name__

@@ -5,7 +5,7 @@ names and which of them are optional, so that the report and compare scripts
 never index the JSON themselves. Every accessor tolerates an optional field being
 absent (older runners, synthetic sets): it returns None, NaN or an empty array.
 The per-cell records it hands out (the speed-up interval, the step-noise summary)
-are defined here too. Loading and validating files is mpbench_load's job.
+are defined here too. Loading and validating files is results.load's job.
 """
 
 import json
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mpbench_values import dotted_get, finite, parse_map_setting, setting_string, to_array, to_float
+from mpbench.results.values import dotted_get, finite, parse_map_setting, setting_string, to_array, to_float
 
 
 @dataclass

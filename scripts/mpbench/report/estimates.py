@@ -4,13 +4,13 @@ the time its steps took (summary.measured_time_s), so the estimate is checked
 by every run that records one.
 
 Why a module of its own: the HTML page and report.md show the same table, so
-its rows are built once here as plain strings, like report_tables.py's.
+its rows are built once here as plain strings, like report.tables'.
 """
 
 import math
 
-import mpbench_results as mr
-from report_labels import cell_keys, display_order
+from mpbench import results as mr
+from mpbench.report.labels import cell_keys, display_order
 
 ESTIMATE_COLUMNS = ["key", "cell", "estimated", "measured", "measured / estimated"]
 

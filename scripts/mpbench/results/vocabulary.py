@@ -14,7 +14,9 @@ import json
 import os
 from dataclasses import dataclass
 
-SNAPSHOT_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner_vocabulary.json")
+from mpbench import SCRIPTS_DIR
+
+SNAPSHOT_PATH = os.path.join(SCRIPTS_DIR, "runner_vocabulary.json")
 SCHEMA = "mpbench.vocabulary/1"
 
 

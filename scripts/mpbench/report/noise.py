@@ -6,8 +6,8 @@ skipped plots) and the machine load the runner measured (busy rounds, noisy
 cells and why). They warn only: no data is hidden or dropped because of them.
 """
 
-import mpbench_results as mr
-from report_labels import cell_keys, display_order, percent
+from mpbench import results as mr
+from mpbench.report.labels import cell_keys, display_order, percent
 
 
 def report_notes(rs, plots):

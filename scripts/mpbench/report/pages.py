@@ -2,18 +2,18 @@
 
 Why a module of its own: both files carry the same sections in the same order
 (machine, notes, noise, cells, then each figure with its caption, notes and
-cell key); only the markup differs. The content comes from report_tables,
-report_noise and report_labels; the figures from report_plots' Plot records.
+cell key); only the markup differs. The content comes from report.tables,
+report.noise and report.labels; the figures from report.plots' Plot records.
 """
 
 import base64
 import html
 
-import mpbench_output as mo
-from report_estimates import ESTIMATE_COLUMNS, estimate_legend, estimate_rows, has_estimates
-from report_labels import KEY_COLUMNS, key_rows
-from report_noise import noise_lines
-from report_tables import machine_rows, summary_columns, summary_legend, summary_rows
+from mpbench import output as mo
+from mpbench.report.estimates import ESTIMATE_COLUMNS, estimate_legend, estimate_rows, has_estimates
+from mpbench.report.labels import KEY_COLUMNS, key_rows
+from mpbench.report.noise import noise_lines
+from mpbench.report.tables import machine_rows, summary_columns, summary_legend, summary_rows
 
 
 IMAGE_CHECK_SCRIPT = """

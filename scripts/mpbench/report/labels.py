@@ -12,7 +12,7 @@ the cell apart from the baseline, and are made distinct for distinct cells
 (distinct_labels), down to the sub-field of a map setting such as loss_scale.
 """
 
-import mpbench_results as mr
+from mpbench import results as mr
 
 
 def reference_cell(rs):

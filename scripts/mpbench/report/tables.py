@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-import mpbench_results as mr
-from report_labels import cell_keys, display_order, percent, times
+from mpbench import results as mr
+from mpbench.report.labels import cell_keys, display_order, percent, times
 
 
 SUMMARY_COLUMNS = ["key", "cell", "samples/s", "speedup", "step ms median", "p10", "p90", "GFLOP/s",

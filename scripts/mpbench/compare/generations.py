@@ -13,10 +13,10 @@ import os
 
 import numpy as np
 
-import mpbench_output as mo
-import mpbench_results as mr
-from mpbench_results import format_table
-from mpbench_stats import BLOCKS_PER_REPEAT, block_medians
+from mpbench import output as mo
+from mpbench import results as mr
+from mpbench.results import format_table
+from mpbench.stats import BLOCKS_PER_REPEAT, block_medians
 
 
 def ratio_of(new, base):

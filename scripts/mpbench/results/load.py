@@ -4,18 +4,18 @@ Why a module of its own: this is the only code that opens result files. It finds
 the run directory (or the one run below a parent), reads manifest.json and
 cells/*.json, rejects what is not a result file of a supported schema with a
 `ResultsError` naming the file, and drops cell files that are not part of the run
-the manifest describes. What the files mean is mpbench_cell's and
-mpbench_resultset's business.
+the manifest describes. What the files mean is results.cell's and
+results.resultset's business.
 """
 
 import json
 import os
 import sys
 
-from mpbench_cell import Cell
-from mpbench_schema import FieldError, check_cell_fields, check_manifest_fields
-from mpbench_resultset import ResultSet
-from mpbench_vocabulary import vocabulary_of
+from mpbench.results.cell import Cell
+from mpbench.results.schema import FieldError, check_cell_fields, check_manifest_fields
+from mpbench.results.resultset import ResultSet
+from mpbench.results.vocabulary import vocabulary_of
 
 CELL_SCHEMA = "mpbench.cell/1"
 MANIFEST_SCHEMA = "mpbench.manifest/1"
@@ -63,7 +63,7 @@ def _check_cell(path, data):
         raise ResultsError(path, "'repeats' must be a list and 'summary' an object")
     if not isinstance(data["cell_id"], str):
         raise ResultsError(path, f"'cell_id' must be a string, not {type(data['cell_id']).__name__}")
-    # Every field's type, finiteness and sign (mpbench_schema): a damaged or
+    # Every field's type, finiteness and sign (results.schema): a damaged or
     # hand-edited field is an input error naming the field (issue 33 defect 2).
     try:
         check_cell_fields(data)

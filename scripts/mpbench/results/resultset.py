@@ -11,8 +11,8 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from mpbench_values import finite, format_number, to_float
-from mpbench_vocabulary import vocabulary_of
+from mpbench.results.values import finite, format_number, to_float
+from mpbench.results.vocabulary import vocabulary_of
 
 
 @dataclass
@@ -82,7 +82,7 @@ class ResultSet:
 
     @property
     def vocabulary(self):
-        """The runner's precision order, memory categories and axis keys (mpbench_vocabulary)."""
+        """The runner's precision order, memory categories and axis keys (results.vocabulary)."""
         return vocabulary_of(self.manifest)
 
     @property

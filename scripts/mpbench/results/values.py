@@ -1,10 +1,10 @@
 """Plain values of mpbench result files: JSON numbers, config settings, and their text.
 
-Why a module of its own: every reader of results (mpbench_cell, mpbench_resultset,
+Why a module of its own: every reader of results (results.cell, results.resultset,
 report.py, compare.py, generations.py) turns the same JSON values into floats and
 strings the same way. These functions know nothing of the file layout; they take
 values, not files, so they can be used and tested without a result directory.
-Scripts outside the mpbench_* modules import them through mpbench_results, which
+Code outside mpbench.results imports them through the package (mpbench.results), which
 re-exports all of them.
 """
 

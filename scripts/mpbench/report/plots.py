@@ -5,7 +5,7 @@ chosen when this module is imported, before pyplot). A plot function takes a
 ResultSet and returns a figure, or a Drawn when the figure needs notes or a key
 table beside it, or raises Skip with the reason when the run did not record the
 data it needs; render_plots turns that into a Plot record for the page writers.
-Labels and order come from report_labels, so figures and tables agree.
+Labels and order come from report.labels, so figures and tables agree.
 """
 
 import io
@@ -21,10 +21,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-import mpbench_output as mo  # noqa: E402
-import mpbench_results as mr  # noqa: E402
-from report_labels import (cell_keys, cell_labels, clip, display_order, precision_groups,  # noqa: E402
-                           several_models, short_label, times)
+from mpbench import output as mo  # noqa: E402
+from mpbench import results as mr  # noqa: E402
+from mpbench.report.labels import (cell_keys, cell_labels, clip, display_order, precision_groups,  # noqa: E402
+                                   several_models, short_label, times)
 
 DPI = 110
 MIB = float(1 << 20)

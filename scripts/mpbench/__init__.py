@@ -1,0 +1,21 @@
+"""mpbench's Python side: reading result sets, the statistics, the report, the comparisons.
+
+One package, modules by job (docs/ARCHITECTURE.md has the map):
+  results/     the result-set contract (docs/RESULTS.md): loading, schema, cells, values, vocabulary
+  stats        every statistic the scripts compute (t intervals, the gate's tests, block medians)
+  output       how every script writes a file (the output rule)
+  report/      report.py: labels, tables, plots, pages, notes
+  compare/     compare.py's gate, the generation table, ab_compare.py's A/B rounds
+  reference/   the PyTorch reference run (torch_reference.py) and its checker (check_reference.py)
+  gpu/         the GPU session ledger and its phase summaries
+  ops_table    bench_ops's op table;  fuzz   the result-file fuzzer
+
+The command-line scripts in scripts/ are thin entry points that put scripts/ on sys.path and call
+a module's main(); each module with a main() also runs as `python3 -m mpbench.X` from scripts/
+(or with PYTHONPATH=scripts).
+"""
+
+import os
+
+SCRIPTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # scripts/
+SOURCE_DIR = os.path.dirname(SCRIPTS_DIR)                                     # the checkout
