@@ -59,20 +59,33 @@ std::vector<std::vector<double>> interval_units(const std::vector<std::vector<do
   return units;
 }
 
+double student_t_cdf(double t, double df) {
+  if (!(df > 0.0) || std::isnan(t)) throw std::invalid_argument("student_t_cdf: df > 0 and t not NaN");
+  if (std::isinf(t)) return t > 0 ? 1.0 : 0.0;
+  // For t >= 0 the CDF is 1 - I_x(df/2, 1/2) / 2 with x = df / (df + t^2)
+  // (I: the regularized incomplete beta function); the lower tail is that
+  // half-I itself, computed directly so small p values keep their digits.
+  const double tail = 0.5 * incomplete_beta(df / (df + t * t), 0.5 * df, 0.5);
+  return t >= 0.0 ? 1.0 - tail : tail;
+}
+
 double student_t_quantile(double p, double df) {
   if (!(p > 0.0 && p < 1.0) || !(df > 0.0)) throw std::invalid_argument("student_t_quantile: p in (0,1), df > 0");
-  if (p < 0.5) return -student_t_quantile(1.0 - p, df);
-  // The t CDF for t >= 0 is 1 - I_x(df/2, 1/2) / 2 with x = df / (df + t^2)
-  // (I: the regularized incomplete beta function). It rises monotonically in t,
-  // so bisection finds the quantile to double precision in ~100 steps.
-  auto cdf = [df](double t) { return 1.0 - 0.5 * incomplete_beta(df / (df + t * t), 0.5 * df, 0.5); };
+  if (p == 0.5) return 0.0;
+  // Bisection on the tail P(T > |t|) = I_x(df/2, 1/2) / 2, which falls
+  // monotonically in |t| and keeps its relative precision far into the tail:
+  // bisecting on 1 - tail instead lost 1e-7 of t at p = 1e-9. The tail
+  // probability is p itself below 0.5, and 1 - p (exact for p in [0.5, 1)) above.
+  const double tail = p < 0.5 ? p : 1.0 - p;
+  auto upper_tail = [df](double t) { return 0.5 * incomplete_beta(df / (df + t * t), 0.5 * df, 0.5); };
   double lo = 0.0, hi = 1.0;
-  while (cdf(hi) < p) hi *= 2.0;
-  for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; ++i) {
+  while (upper_tail(hi) > tail) hi *= 2.0;
+  for (int i = 0; i < 400 && hi - lo > 1e-15 * hi; ++i) {
     const double mid = 0.5 * (lo + hi);
-    (cdf(mid) < p ? lo : hi) = mid;
+    (upper_tail(mid) > tail ? lo : hi) = mid;
   }
-  return 0.5 * (lo + hi);
+  const double t = 0.5 * (lo + hi);
+  return p < 0.5 ? -t : t;
 }
 
 double incomplete_beta(double x, double a, double b) {
@@ -107,6 +120,57 @@ double sample_variance(const std::vector<double>& v) {
   for (double x : v) s += (x - m) * (x - m);
   return s / double(v.size() - 1);
 }
+}  // namespace
+
+double sample_sd(const std::vector<double>& v) { return v.size() < 2 ? NAN : std::sqrt(sample_variance(v)); }
+
+OneSampleT one_sample_t(const std::vector<double>& d, double mu) {
+  if (d.size() < 2) throw std::invalid_argument("one_sample_t: needs two or more values");
+  OneSampleT r;
+  r.n = int(d.size());
+  r.mean = mean(d);
+  r.sd = sample_sd(d);
+  r.se = r.sd / std::sqrt(double(r.n));
+  r.df = double(r.n - 1);
+  const double diff = r.mean - mu;
+  if (r.se > 0.0) {
+    r.t = diff / r.se;
+    r.p_greater = 1.0 - student_t_cdf(r.t, r.df);
+    r.p_less = student_t_cdf(r.t, r.df);
+  } else if (diff != 0.0) {  // no spread: the sign of the difference is certain
+    r.t = diff > 0 ? INFINITY : -INFINITY;
+    r.p_greater = diff > 0 ? 0.0 : 1.0;
+    r.p_less = diff < 0 ? 0.0 : 1.0;
+  } else {
+    r.t = NAN;
+    r.p_greater = r.p_less = 0.5;
+  }
+  return r;
+}
+
+MeanInterval mean_interval(const std::vector<double>& v, double confidence) {
+  if (v.size() < 2) throw std::invalid_argument("mean_interval: needs two or more values");
+  MeanInterval r;
+  r.n = int(v.size());
+  r.mean = mean(v);
+  r.df = double(r.n - 1);
+  r.confidence = confidence;
+  const double se = sample_sd(v) / std::sqrt(double(r.n));
+  const double half = se > 0.0 ? student_t_quantile(0.5 + confidence / 2.0, r.df) * se : 0.0;
+  r.lo = r.mean - half;
+  r.hi = r.mean + half;
+  return r;
+}
+
+Tost tost_paired(const std::vector<double>& d, double delta) {
+  if (!(delta > 0.0)) throw std::invalid_argument("tost_paired: the margin must be > 0");
+  Tost r;
+  r.p_lower = one_sample_t(d, -delta).p_greater;
+  r.p_upper = one_sample_t(d, +delta).p_less;
+  return r;
+}
+
+namespace {
 
 std::vector<double> log_medians(const std::vector<std::vector<double>>& units) {
   std::vector<double> out;

@@ -1,0 +1,112 @@
+"""runner/measure/stats.h against scipy.stats: the Student t CDF and quantile,
+one-sided one-sample / paired t tests, TOST and the t interval of a mean.
+
+scipy is an implementation independent of ours (Cephes' stdtr / stdtri and
+its own ttest_rel). The C++ side runs through tests/numerics/stats_cases
+(MPB_STATS_CASES). Paired tests are checked as scipy's ttest_rel(cell, base)
+on constructed pairs (cell = base + d), TOST as the two one-sided ttest_rel
+calls against base -+ delta (Schuirmann's definition), the interval as
+scipy.stats.t.interval around the mean.
+
+Tolerances (why): stats.cpp's CDF comes from a continued fraction converged
+to 1e-15 and its quantile from bisection on the tail probability to 1e-15 of
+t, in double. scipy's t.cdf (Cephes stdtr before 1.15, Boost after) agrees
+with it to ~1e-15, so the CDF and every p value are compared at rtol 1e-9
+(atol 1e-15 for tails near 0, where a relative check of two ~1e-16 numbers
+means nothing). scipy's t.ppf is not that good before 1.15: Debian bookworm's
+scipy 1.10 (Cephes stdtri) is off by up to 3.5e-9 relative at p = 0.9, df = 3
+and 3e-8 at p = 1e-9, df = 1 (exact there: -1 / tan(pi p); scipy 1.17 and
+ours agree with it to 1e-14). So quantiles, and the interval bounds built on
+them, are checked two ways: against t.ppf at rtol 5e-8 (what old scipy
+allows), and round trip, t.cdf(our quantile) == p at rtol 1e-9, which holds
+ours to scipy's accurate CDF. Both are tight enough that a wrong degree of
+freedom, a one- vs two-sided mix-up or a sign error (all >= 1e-3) fail.
+
+Skips (exit 77) with the reason when scipy is not installed: it never
+passes without comparing. scripts/install_deps.sh installs python3-scipy.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+try:
+    import scipy
+    from scipy import stats
+except ImportError as e:  # pragma: no cover - depends on the machine
+    print(f"SKIPPED: scipy is not importable ({e}); install python3-scipy (scripts/install_deps.sh does)")
+    sys.exit(77)
+
+TOOL = os.environ.get("MPB_STATS_CASES")
+RTOL, ATOL = 1e-9, 1e-15
+PPF_RTOL = 5e-8  # scipy < 1.15's t.ppf (see above)
+
+
+def make_cases():
+    rng = np.random.default_rng(31)
+    dfs = [1, 2, 3, 4, 7, 9.5, 29, 100, 1000]
+    ts = [-40, -6.3, -2.1, -1, -1e-3, 0, 1e-3, 0.5, 1.7, 2.9, 12, 80]
+    cdf = [[t, df] for df in dfs for t in ts]
+    ps = [1e-9, 1e-4, 0.01, 0.025, 0.05, 0.1, 0.3, 0.5, 0.77, 0.9, 0.95, 0.975, 0.995, 0.9999]
+    ppf = [[p, df] for df in dfs for p in ps]
+    tests = []
+    for n in (2, 3, 5, 8, 20):
+        for shift in (-0.3, 0.0, 0.02, 0.5):
+            d = (rng.normal(shift, 0.1, n)).tolist()
+            tests.append({"d": d, "mu": float(rng.normal(0, 0.05)), "delta": 0.05, "confidence": 0.9})
+    tests.append({"d": [1.0, 1.5], "mu": 0.0, "delta": 2.0, "confidence": 0.95})
+    return {"cdf": cdf, "ppf": ppf, "tests": tests}
+
+
+def close(name, ours, ref, failures, rtol=RTOL):
+    if not np.isclose(ours, ref, rtol=rtol, atol=ATOL):
+        failures.append(f"{name}: ours {ours!r}, scipy {ref!r}")
+
+
+def main():
+    if not TOOL:
+        print("MPB_STATS_CASES (the stats_cases tool) is not set; run through ctest")
+        return 1
+    cases = make_cases()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cases.json")
+        with open(path, "w") as f:
+            json.dump(cases, f)
+        got = json.loads(subprocess.run([TOOL, path], check=True, capture_output=True, text=True).stdout)
+    failures = []
+    for (t, df), ours in zip(cases["cdf"], got["cdf"]):
+        close(f"t.cdf({t}, df={df})", ours, stats.t.cdf(t, df), failures)
+    for (p, df), ours in zip(cases["ppf"], got["ppf"]):
+        close(f"t.ppf({p}, df={df})", ours, stats.t.ppf(p, df), failures, rtol=PPF_RTOL)
+        close(f"t.cdf(our t.ppf({p}, df={df}))", stats.t.cdf(ours, df), p, failures)
+    for i, (c, ours) in enumerate(zip(cases["tests"], got["tests"])):
+        d = np.array(c["d"])
+        base = np.linspace(1.0, 2.0, len(d))  # any baseline: the paired test sees only cell - base
+        cell = base + d
+        mu, delta = c["mu"], c["delta"]
+        # ttest_rel(cell, base + mu) is the one-sample test of d against mu.
+        close(f"case {i} p_greater", ours["p_greater"],
+              stats.ttest_rel(cell, base + mu, alternative="greater").pvalue, failures)
+        close(f"case {i} p_less", ours["p_less"], stats.ttest_rel(cell, base + mu, alternative="less").pvalue, failures)
+        close(f"case {i} t", ours["t"], stats.ttest_1samp(d, mu).statistic, failures)
+        # TOST: H1 d > -delta and H1 d < +delta.
+        close(f"case {i} tost_lower", ours["tost_lower"],
+              stats.ttest_rel(cell, base - delta, alternative="greater").pvalue, failures)
+        close(f"case {i} tost_upper", ours["tost_upper"],
+              stats.ttest_rel(cell, base + delta, alternative="less").pvalue, failures)
+        lo, hi = stats.t.interval(c["confidence"], len(d) - 1, loc=d.mean(), scale=stats.sem(d))
+        close(f"case {i} lo", ours["lo"], lo, failures, rtol=PPF_RTOL)
+        close(f"case {i} hi", ours["hi"], hi, failures, rtol=PPF_RTOL)
+    checked = len(cases["cdf"]) + 2 * len(cases["ppf"]) + 7 * len(cases["tests"])
+    for f in failures:
+        print("MISMATCH", f)
+    print(f"{checked - len(failures)} of {checked} values agree with scipy {scipy.__version__} "
+          f"(rtol {RTOL}, atol {ATOL})")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
