@@ -161,12 +161,18 @@ struct GemmArgs {
   GemmFp8Operand fp8_a, fp8_b;
 };
 
+// The betas stay double, as configured: the step constants form 1 - beta and
+// 1 - beta^t from them in double and round once (ops/optimizer.h), as PyTorch does.
 struct AdamWHyper {
-  float lr, beta1, beta2, eps, weight_decay;
+  float lr;
+  double beta1, beta2;
+  float eps, weight_decay;
   int64_t step;  // 1-based, for bias correction
 };
 struct LambHyper {
-  float lr, beta1, beta2, eps, weight_decay;
+  float lr;
+  double beta1, beta2;
+  float eps, weight_decay;
   int64_t step;  // 1-based, for bias correction
   bool bias_correction;
 };

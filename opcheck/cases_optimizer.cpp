@@ -116,8 +116,11 @@ class AdamW : public Instance {
     v0_ = s.zero_state ? filled(DType::F32, Shape{s.n}, 0.0f) : g.uniform(DType::F32, Shape{s.n}, 0.0f, 1e-4f);
     for (int i = 0; i < s.steps; ++i) grads_.push_back(g.uniform(gt, Shape{s.n}, s.g_lo, s.g_hi));
   }
+  // The betas in double, as a configuration gives them: the op forms 1 - beta
+  // from them in double (PyTorch's way). From 0.999f, v's (1 - beta2) g^2
+  // term would be 1.3e-5 off, 13x v's bound below.
   AdamWHyper hyper(int step, bool decayed = true) const {
-    return AdamWHyper{s_.lr, 0.9f, 0.999f, 1e-8f, decayed ? s_.wd : 0.0f, step};
+    return AdamWHyper{s_.lr, 0.9, 0.999, 1e-8f, decayed ? s_.wd : 0.0f, step};
   }
   Outputs run(Device& dev) override {
     Outputs o;
@@ -499,7 +502,8 @@ void add_optimizer_cases(std::vector<OpCase>& v) {
   // LAMB: a tensor big enough for every CUDA block of a partial sum to loop,
   // the zero ones, a single element, an odd bias-sized one.
   const char* ltol = "param 1e-6 step (|p| + 0.05) (2 ulps of a 16-bit param), m, v 1e-6 of their magnitudes; copy == cast(param)";
-  const LambSpec lamb{{3000, 64, 257, 1, 9001, 5}, LambHyper{1e-2f, 0.9f, 0.999f, 1e-6f, 0.01f, 1, true}, 0.5f};
+  // Betas in double, as AdamW's cases have them (1 - beta formed in double).
+  const LambSpec lamb{{3000, 64, 257, 1, 9001, 5}, LambHyper{1e-2f, 0.9, 0.999, 1e-6f, 0.01f, 1, true}, 0.5f};
   const DType lamb_types[][3] = {{DType::F32, DType::F32, DType::BF16}, {DType::F32, DType::BF16, DType::BF16},
                                  {DType::BF16, DType::BF16, DType::F32}, {DType::F16, DType::F32, DType::F16}};
   for (const auto& t : lamb_types)

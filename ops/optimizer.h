@@ -17,12 +17,13 @@ MPB_ISA_NAMESPACE_BEGIN
 // decoupled weight decay p *= 1 - lr*wd, then the bias-corrected Adam step.
 struct AdamWStep {
   float lr, beta1, beta2, eps, decay;  // decay = 1 - lr * weight_decay
+  float one_minus_beta1, one_minus_beta2;  // formed in double from the configured betas, rounded once
   float bias1, bias2_sqrt;             // 1 - beta1^t, sqrt(1 - beta2^t)
 };
 
 MPB_HD inline void adamw_moments(float g, float& m, float& v, const AdamWStep& s) {
-  m = s.beta1 * m + (1.0f - s.beta1) * g;
-  v = s.beta2 * v + (1.0f - s.beta2) * g * g;
+  m = s.beta1 * m + s.one_minus_beta1 * g;
+  v = s.beta2 * v + s.one_minus_beta2 * g * g;
 }
 
 MPB_HD inline void adamw_param(float& p, float m, float v, const AdamWStep& s) {
@@ -32,17 +33,25 @@ MPB_HD inline void adamw_param(float& p, float m, float v, const AdamWStep& s) {
 }
 
 // The per-step constants, computed once on the host in double and rounded to
-// fp32, so both backends feed the element update identical numbers.
-inline AdamWStep make_adamw_step(float lr, float beta1, float beta2, float eps, float weight_decay, long long step) {
+// fp32, so both backends feed the element update identical numbers. The
+// betas come in double, as configured: 1 - beta and the bias corrections
+// 1 - beta^t are formed from them in double and rounded once, as PyTorch
+// forms them from its Python-float betas. From an fp32-rounded beta they
+// would carry beta's rounding error, magnified by 1 / (1 - beta): 1 - 0.999f
+// is 1.3e-5 (relative) away from 0.001 and rounds to a different float.
+inline AdamWStep make_adamw_step(float lr, double beta1, double beta2, float eps, float weight_decay,
+                                 long long step) {
   double t = static_cast<double>(step);
   AdamWStep s{};
   s.lr = lr;
-  s.beta1 = beta1;
-  s.beta2 = beta2;
+  s.beta1 = static_cast<float>(beta1);
+  s.beta2 = static_cast<float>(beta2);
+  s.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
   s.eps = eps;
   s.decay = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);
-  s.bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), t));
-  s.bias2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(beta2), t)));
+  s.bias1 = static_cast<float>(1.0 - std::pow(beta1, t));
+  s.bias2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, t)));
   return s;
 }
 
@@ -107,27 +116,30 @@ inline std::vector<DecayPiece> decay_pieces(long long n, const std::vector<Eleme
 // bits, so no per-element buffer for u) and moves the weights.
 struct LambStep {
   float beta1, beta2, eps, weight_decay;
+  float one_minus_beta1, one_minus_beta2;  // formed in double, as make_adamw_step does
   float bias1, bias2;  // 1 - beta^t with bias correction, 1 without (apex's bias_correction)
 };
 
 // The per-step constants, computed once on the host in double and rounded to
-// fp32, as make_adamw_step does.
-inline LambStep make_lamb_step(float beta1, float beta2, float eps, float weight_decay, bool bias_correction,
+// fp32, from the betas in double, as make_adamw_step does.
+inline LambStep make_lamb_step(double beta1, double beta2, float eps, float weight_decay, bool bias_correction,
                                long long step) {
   const double t = static_cast<double>(step);
   LambStep s{};
-  s.beta1 = beta1;
-  s.beta2 = beta2;
+  s.beta1 = static_cast<float>(beta1);
+  s.beta2 = static_cast<float>(beta2);
+  s.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
   s.eps = eps;
   s.weight_decay = weight_decay;
-  s.bias1 = bias_correction ? static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), t)) : 1.0f;
-  s.bias2 = bias_correction ? static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), t)) : 1.0f;
+  s.bias1 = bias_correction ? static_cast<float>(1.0 - std::pow(beta1, t)) : 1.0f;
+  s.bias2 = bias_correction ? static_cast<float>(1.0 - std::pow(beta2, t)) : 1.0f;
   return s;
 }
 
 MPB_HD inline void lamb_moments(float g, float& m, float& v, const LambStep& s) {
-  m = s.beta1 * m + (1.0f - s.beta1) * g;
-  v = s.beta2 * v + (1.0f - s.beta2) * g * g;
+  m = s.beta1 * m + s.one_minus_beta1 * g;
+  v = s.beta2 * v + s.one_minus_beta2 * g * g;
 }
 
 // The update direction of one element (apex multi_tensor_lamb stage 1:

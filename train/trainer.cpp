@@ -188,13 +188,13 @@ void Trainer::apply_update() {
   } else if (o.kind == OptimizerKind::Lamb) {
     // Always the fused op (the trust ratio needs every tensor's norms);
     // fusion decides only whether it also writes the compute copy.
-    const LambHyper h{lr, float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), next,
+    const LambHyper h{lr, o.beta1, o.beta2, float(o.eps), float(o.weight_decay), next,
                       o.bias_correction};
     const Tensor copy = cfg_.fused ? model_.weight_copy() : Tensor{};
     dev_.lamb_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, copy, lamb_tensors_, lamb_scratch_);
     copies_written = !copy.empty();
   } else {
-    const AdamWHyper h{lr, float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), next};
+    const AdamWHyper h{lr, o.beta1, o.beta2, float(o.eps), float(o.weight_decay), next};
     if (cfg_.fused) {  // fused: one pass over every parameter, writing the compute copy too
       const Tensor copy = model_.weight_copy();
       dev_.adamw_step(model_.params(), model_.grads(), m_, v_, h, grad_scale, true, copy, no_decay_);
