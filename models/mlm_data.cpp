@@ -8,6 +8,9 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "models/subword_tokenizer.h"
+#include "models/text_corpus.h"
+
 namespace mpb {
 
 namespace {
@@ -97,27 +100,85 @@ std::optional<std::string> MlmData::text_file_problem(const std::string& path, i
   if (!std::ifstream(path, std::ios::binary)) return "cannot read '" + path + "'";
   const auto size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
   if (ec) return "cannot read the size of '" + path + "'";
+  if (size == 0) return "'" + path + "' is empty";
   if (size < min_text_bytes(seq_len)) return too_short(path, size, seq_len);
   if (size > kMaxTextBytes) return too_large(path, size);
+  // The one check that reads the file (up to the cap): a binary file would
+  // otherwise fail only when its cell's data is built, mid-run.
+  std::ifstream in(path, std::ios::binary);
+  const std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
+  if (in.bad()) return "cannot read '" + path + "'";
+  if (const auto bad = utf8_problem(text)) return "'" + path + "' " + *bad;
   return std::nullopt;
 }
 
-MlmData MlmData::from_text(const std::string& path, uint64_t seed, const MlmOptions& options) {
+MlmData MlmData::from_text(const std::string& path, uint64_t seed, const MlmOptions& options,
+                           const TextTokenizer& tokenizer) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("MlmData: cannot read '" + path + "'");
   // The cap before the read: a 5 GB file would otherwise end in bad_alloc.
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(path, ec);
   if (!ec && bytes > uint64_t(kMaxTextBytes)) throw std::runtime_error("MlmData: " + too_large(path, int64_t(bytes)));
-  MlmData d(seed, 256, options);
-  d.text_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  const int64_t size = static_cast<int64_t>(d.text_.size());
+  const bool subwords = tokenizer.kind == TextTokenizer::Kind::SentencePiece;
+  MlmData d(seed, subwords ? tokenizer.pieces : 256, options);
+  const std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
+  const int64_t size = static_cast<int64_t>(text.size());
+  if (size == 0) throw std::runtime_error("MlmData: '" + path + "' is empty");
   if (size < min_text_bytes(options.seq_len)) throw std::runtime_error("MlmData: " + too_short(path, size, options.seq_len));
-  // The last tenth is held out, and at least one sequence's content (both parts
-  // are then at least that long: min_text_bytes).
-  const int64_t span = options.seq_len - 2;  // the longest content
-  d.train_end_ = size - std::max<int64_t>(size / 10, span);
-  d.desc_ = "byte-level MLM on " + path + " (" + std::to_string(size) + " bytes), T " + std::to_string(options.seq_len);
+  if (const auto bad = utf8_problem(text)) throw std::runtime_error("MlmData: '" + path + "' " + *bad);
+  const int span = options.seq_len - 2;  // the longest content, in tokens
+  TextSplit split;
+  try {
+    split = split_documents(text, static_cast<size_t>(span));
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error("MlmData: '" + path + "': " + e.what());
+  }
+  std::string tokens_desc;
+  if (subwords) {
+    SubwordTokenizer tok = [&] {
+      try {
+        return SubwordTokenizer::train_or_load(split.train, tokenizer.pieces, tokenizer.cache_dir);
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error("MlmData: tokenizer for '" + path + "' (" + std::to_string(tokenizer.pieces) +
+                                 " pieces: data.vocab less 4 specials): " + e.what());
+      }
+    }();
+    auto encode = [&](const std::vector<std::string>& docs, std::vector<int32_t>& out) {
+      for (const std::string& doc : docs)
+        for (const int32_t id : tok.encode(doc)) out.push_back(kSpecials + id);
+    };
+    encode(split.train, d.train_ids_);
+    encode(split.held_out, d.eval_ids_);
+    d.tokenizer_hash_ = tok.hash();
+    tokens_desc = "SentencePiece unigram, " + std::to_string(tokenizer.pieces) + " pieces + 4 specials, model " +
+                  tok.model_path() + (tok.from_cache() ? " (cached)" : " (trained)");
+  } else {
+    // Bytes; documents joined by a newline, as they stood in a file.
+    auto bytes_of = [&](const std::vector<std::string>& docs, std::vector<int32_t>& out) {
+      for (size_t i = 0; i < docs.size(); ++i) {
+        if (i > 0) out.push_back(kSpecials + '\n');
+        for (const char c : docs[i]) out.push_back(kSpecials + static_cast<uint8_t>(c));
+      }
+    };
+    bytes_of(split.train, d.train_ids_);
+    bytes_of(split.held_out, d.eval_ids_);
+    tokens_desc = "byte-level";
+  }
+  for (const auto* part : {&d.train_ids_, &d.eval_ids_}) {
+    if (static_cast<int64_t>(part->size()) < span) {
+      throw std::runtime_error("MlmData: '" + path + "': the " + (part == &d.train_ids_ ? "training" : "held-out") +
+                               " documents give " + std::to_string(part->size()) + " tokens; seq_len " +
+                               std::to_string(options.seq_len) + " needs at least " + std::to_string(span));
+    }
+  }
+  const std::string split_desc =
+      split.by_document ? std::to_string(split.held_out.size()) + " of " + std::to_string(split.documents) +
+                              " documents held out"
+                        : "one document, its last tenth held out";
+  d.desc_ = "MLM on " + path + " (" + std::to_string(size) + " bytes; " + tokens_desc + "; " +
+            std::to_string(d.train_ids_.size()) + " training and " + std::to_string(d.eval_ids_.size()) +
+            " held-out tokens; " + split_desc + "), T " + std::to_string(options.seq_len);
   return d;
 }
 
@@ -128,11 +189,11 @@ int MlmData::zipf(double u) const {
 
 void MlmData::content(int n, Rng& rng, bool eval, std::vector<int32_t>& out) const {
   out.clear();
-  if (!text_.empty()) {
-    const int64_t lo = eval ? train_end_ : 0;
-    const int64_t hi = (eval ? static_cast<int64_t>(text_.size()) : train_end_) - n;  // last start
-    const int64_t start = lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(hi - lo + 1)));
-    for (int i = 0; i < n; ++i) out.push_back(kSpecials + text_[static_cast<size_t>(start + i)]);
+  if (!train_ids_.empty()) {
+    const std::vector<int32_t>& ids = eval ? eval_ids_ : train_ids_;
+    const uint64_t starts = ids.size() - static_cast<size_t>(n) + 1;  // from_text: size >= the longest n
+    const size_t start = static_cast<size_t>(rng.below(starts));
+    out.assign(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.begin() + static_cast<std::ptrdiff_t>(start) + n);
     return;
   }
   int t = zipf(rng.uniform());
@@ -199,11 +260,12 @@ HostBatch MlmData::eval_batch(int64_t offset, int64_t size) const {
   return b;
 }
 
-// Mirrors synthetic() (zipf_cdf_, succ_), from_text() (text_) and
+// Mirrors synthetic() (zipf_cdf_, succ_), from_text() (the text, then at most
+// one int32 id per byte in train_ids_/eval_ids_) and
 // append_sample() (ids, mask, y per sequence): keep them together.
 MemoryEstimate MlmData::estimate_memory(int tokens, double text_bytes, int seq_len, double batch, double micro) {
   MemoryEstimate e;
-  e.host = double(tokens) * (8 + kSuccessors * 4) + text_bytes;
+  e.host = double(tokens) * (8 + kSuccessors * 4) + text_bytes * (1 + 4);
   e.host += (batch + micro) * double(seq_len) * 3 * 4;
   return e;
 }

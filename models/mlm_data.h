@@ -9,8 +9,11 @@
 //    the same language. A masked token is predictable from its neighbours
 //    (their cluster, and its predecessor's successors), so the MLM loss falls
 //    far below ln(V) (chance) and below the unigram entropy.
-//  - text: byte-level tokens (256 + the specials) from a real file; the
-//    last tenth of the file is held out for evaluation.
+//  - text: a real UTF-8 file, split into training and held-out documents
+//    (models/text_corpus.h), tokenized by a SentencePiece model trained on
+//    the training documents (models/subword_tokenizer.h, cached by content
+//    hash) or byte-level (256 byte tokens). Sequences are windows of the
+//    training (held-out) documents' token stream at random offsets.
 //
 // Token ids: [PAD]=0, [CLS]=1, [SEP]=2, [MASK]=3, then the vocabulary (4 +
 // token). A sequence is [CLS] t1 .. tn [SEP] [PAD].., T ids; n = T - 2,
@@ -39,6 +42,13 @@
 
 namespace mpb {
 
+// How data.kind text turns text into tokens.
+struct TextTokenizer {
+  enum class Kind { SentencePiece, Bytes } kind = Kind::SentencePiece;
+  int pieces = 8188;        // SentencePiece: the model's pieces (data.vocab less the 4 specials)
+  std::string cache_dir;    // SentencePiece: where models are cached (tokenizer_cache_dir())
+};
+
 struct MlmOptions {
   int seq_len = 128;
   double mask_prob = 0.15;
@@ -51,21 +61,24 @@ class MlmData final : public Dataset {
 
   // The Markov-chain corpus over `tokens` vocabulary entries (vocab_size() = tokens + 4).
   static MlmData synthetic(uint64_t seed, int tokens, const MlmOptions& options = {});
-  // Byte-level tokens of the file at `path` (vocab_size() = 260). Throws
-  // std::runtime_error when it can't be read or is too short for seq_len.
-  static MlmData from_text(const std::string& path, uint64_t seed, const MlmOptions& options = {});
+  // The UTF-8 file at `path`, tokenized by `tokenizer` (vocab_size() = pieces
+  // + 4, or 260 byte-level). Throws std::runtime_error naming the path when it
+  // can't be read, is empty, not UTF-8, or either part is shorter than one
+  // sequence's content in tokens, or when the tokenizer can't be trained.
+  static MlmData from_text(const std::string& path, uint64_t seed, const MlmOptions& options = {},
+                           const TextTokenizer& tokenizer = {TextTokenizer::Kind::Bytes, 0, ""});
   // The bytes a text file needs for seq_len: a training and a held-out part of
   // at least one sequence's content (seq_len - 2) each.
   static int64_t min_text_bytes(int seq_len);
   // The largest text file from_text takes: the corpus is held in memory whole
-  // (one byte per token, sampled at random offsets), so the cap bounds the
+  // (the text, then at most one 4-byte id per byte), so the cap bounds the
   // runner's host memory. 256 MiB holds enwik8 (100 MB), the largest common
   // byte-level corpus, 2.5 times over, and is an eighth of a 2 GiB job slot;
   // a step's speed does not depend on how large the corpus it samples is.
   static constexpr int64_t kMaxTextBytes = int64_t{256} << 20;
   // Why from_text would refuse `path` for seq_len (missing, a symlink loop,
-  // not a regular file, unreadable, too short, over kMaxTextBytes), checked
-  // without reading it; nullopt: fine.
+  // not a regular file, unreadable, empty, too short, over kMaxTextBytes,
+  // not UTF-8: the only check that reads the file); nullopt: fine.
   static std::optional<std::string> text_file_problem(const std::string& path, int seq_len);
 
   // Host memory of a corpus and its batches: the Markov chain's tables
@@ -79,6 +92,8 @@ class MlmData final : public Dataset {
   int labels_per_sample() const override { return opt_.seq_len; }
   int vocab_size() const { return kSpecials + tokens_; }  // BertConfig.vocab
   const std::string& describe() const { return desc_; }
+  // data.kind text with SentencePiece: the tokenizer's cache key (16 hex digits); else "".
+  const std::string& tokenizer_hash() const { return tokenizer_hash_; }
 
  private:
   MlmData(uint64_t seed, int tokens, const MlmOptions& options);
@@ -95,9 +110,9 @@ class MlmData final : public Dataset {
   // synthetic
   std::vector<double> zipf_cdf_;          // [tokens]
   std::vector<int32_t> succ_;             // [tokens, kSuccessors] likely successors
-  // text
-  std::vector<uint8_t> text_;
-  int64_t train_end_ = 0;                 // bytes [0, train_end_) train, the rest eval
+  // text: content ids (kSpecials + token) of the training and held-out documents, each part concatenated
+  std::vector<int32_t> train_ids_, eval_ids_;
+  std::string tokenizer_hash_;
 };
 
 }  // namespace mpb

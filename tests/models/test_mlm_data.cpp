@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -14,6 +15,9 @@
 
 #include "core/rng.h"
 #include "models/mlm_data.h"
+#include "models/subword_tokenizer.h"
+#include "models/text_corpus.h"
+#include "tests/models/text_test_corpus.h"
 
 namespace mpb {
 namespace {
@@ -233,6 +237,108 @@ TEST(MlmData, TextErrorsAreClear) {
   std::remove(path.c_str());
   o.seq_len = 2;
   EXPECT_THROW(MlmData::synthetic(1, kTokens, o), std::invalid_argument);
+}
+
+// data.kind text with SentencePiece: the specials and BERT's masking as the
+// Markov path has them, training windows from the training documents and
+// held-out windows from the held-out documents only (the split recomputed
+// and re-encoded here with the cached tokenizer), the same held-out set for
+// every run seed, and the tokenizer's hash exposed.
+TEST(MlmData, SentencePieceTextHasSpecialsMaskingAndADocumentSplit) {
+  const std::string cache = ::testing::TempDir() + "mpb_mlm_sp_cache_" + std::to_string(::getpid());
+  const auto docs = text_test::documents(120, 6, 21);
+  const std::string text = text_test::join_form_feed(docs);
+  const std::string path = write_temp_text("mlm_sp.txt", text);
+  MlmOptions o;
+  o.seq_len = 40;
+  o.short_fraction = 0.0;  // full windows: each is a substring of one part's stream
+  const int pieces = 120;
+  const TextTokenizer tok{TextTokenizer::Kind::SentencePiece, pieces, cache};
+  const MlmData d = MlmData::from_text(path, 3, o, tok);
+  EXPECT_EQ(d.vocab_size(), pieces + 4);
+  EXPECT_EQ(d.tokenizer_hash().size(), 16u);
+  EXPECT_NE(d.describe().find("SentencePiece unigram, 120 pieces"), std::string::npos) << d.describe();
+
+  // The streams each part must come from, encoded here from the split.
+  const TextSplit split = split_documents(text, size_t(o.seq_len - 2));
+  const SubwordTokenizer sp = SubwordTokenizer::train_or_load(split.train, pieces, cache);
+  EXPECT_TRUE(sp.from_cache());
+  EXPECT_EQ(sp.hash(), d.tokenizer_hash());
+  auto stream = [&](const std::vector<std::string>& part) {
+    std::vector<int32_t> ids;
+    for (const auto& doc : part)
+      for (int32_t id : sp.encode(doc)) ids.push_back(MlmData::kSpecials + id);
+    return ids;
+  };
+  const std::vector<int32_t> train_stream = stream(split.train), eval_stream = stream(split.held_out);
+  auto contains = [](const std::vector<int32_t>& hay, const std::vector<int32_t>& needle) {
+    return std::search(hay.begin(), hay.end(), needle.begin(), needle.end()) != hay.end();
+  };
+  auto original = [&](const HostBatch& b, int64_t r) {
+    std::vector<int32_t> s;
+    for (int t = 1; t < b.row_width - 1; ++t) {
+      const size_t i = static_cast<size_t>(r * b.row_width + t);
+      s.push_back(b.y[i] >= 0 ? b.y[i] : b.ids[i]);
+    }
+    return s;
+  };
+  const HostBatch tr = d.train_batch(4, 64), ev = d.eval_batch(0, 64);
+  check_rows(tr, pieces + 4);
+  check_rows(ev, pieces + 4);
+  int only_in_own_part = 0;
+  for (int64_t r = 0; r < 64; ++r) {
+    const auto t = original(tr, r), e = original(ev, r);
+    EXPECT_TRUE(contains(train_stream, t)) << "training row " << r << " is not a window of the training documents";
+    EXPECT_TRUE(contains(eval_stream, e)) << "held-out row " << r << " is not a window of the held-out documents";
+    only_in_own_part += !contains(eval_stream, t) && !contains(train_stream, e);
+  }
+  EXPECT_GT(only_in_own_part, 60);  // 38-token windows of different documents practically never coincide
+
+  // BERT's masking over many rows: 15% selected, of those 80% [MASK], 10%
+  // random, 10% kept; specials never selected.
+  const HostBatch big = d.train_batch(9, 2000);
+  int64_t content = 0, selected = 0, as_mask = 0, kept = 0;
+  for (size_t i = 0; i < big.ids.size(); ++i) {
+    const bool special_pos = i % size_t(o.seq_len) == 0 || i % size_t(o.seq_len) == size_t(o.seq_len - 1);
+    if (special_pos) {
+      EXPECT_EQ(big.y[i], -1);
+      continue;
+    }
+    ++content;
+    if (big.y[i] < 0) continue;
+    ++selected;
+    as_mask += big.ids[i] == MlmData::kMask;
+    kept += big.ids[i] == big.y[i];
+  }
+  const double p = double(selected) / double(content);
+  EXPECT_NEAR(p, 0.15, 0.005);  // 76,000 positions: sd 0.0013
+  EXPECT_NEAR(double(as_mask) / double(selected), 0.8, 0.015);  // 11,400 selected: sd 0.0037
+  EXPECT_NEAR(double(kept) / double(selected), 0.1 + 0.1 / pieces, 0.015);  // kept, or a random draw of itself
+
+  // The held-out set is the run seed's to ignore; the training batches are not.
+  const MlmData other = MlmData::from_text(path, 99, o, tok);
+  EXPECT_TRUE(same(ev, other.eval_batch(0, 64)));
+  EXPECT_FALSE(same(tr, other.train_batch(4, 64)));
+  std::remove(path.c_str());
+  std::filesystem::remove_all(cache);
+}
+
+TEST(MlmData, TextMustBeNonEmptyUtf8) {
+  const std::string empty = write_temp_text("mlm_empty.txt", "");
+  EXPECT_EQ(MlmData::text_file_problem(empty, 16), "'" + empty + "' is empty");
+  const std::string latin1 = write_temp_text("mlm_latin1.txt", std::string(100, 'a') + "\ncaf\xE9 au lait\n" + std::string(100, 'b'));
+  const auto problem = MlmData::text_file_problem(latin1, 16);
+  ASSERT_TRUE(problem);
+  EXPECT_NE(problem->find("is not UTF-8: byte 0xe9 at line 2, column 4"), std::string::npos) << *problem;
+  for (const auto& path : {empty, latin1}) {
+    try {
+      MlmData::from_text(path, 1, MlmOptions{16, 0.15, 0.1});
+      ADD_FAILURE() << path;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+    std::remove(path.c_str());
+  }
 }
 
 }  // namespace
