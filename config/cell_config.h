@@ -23,6 +23,8 @@ namespace mpb {
 enum class LossScaleMode { None, Static, Dynamic };
 enum class ModelKind { Mlp, Bert };
 enum class DataKind { Teacher, Markov, Text };
+// data.tokenizer (data.kind text): SentencePiece subwords trained on the corpus, or bytes.
+enum class TextTokenizerKind { SentencePiece, Bytes };
 enum class OptimizerKind { AdamW, Sgd, Lamb };
 enum class LrDecay { None, Linear, Cosine };
 // model.pad_vocab: auto pads where it pays, for BERT cells on a CUDA device (train/cell_factory.h).
@@ -63,8 +65,9 @@ struct DataConfig {
   int classes = 16;
   int teacher_hidden = 64;
   int eval_samples = 4096;
-  int vocab = 8192;  // markov: the synthetic corpus's vocabulary
+  int vocab = 8192;  // markov: the synthetic corpus's vocabulary; text + sentencepiece: the tokenizer's (both + 4 specials)
   std::string path;  // text: the file to read
+  TextTokenizerKind tokenizer = TextTokenizerKind::SentencePiece;  // text only
 };
 
 struct OptimizerConfig {

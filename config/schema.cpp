@@ -235,6 +235,9 @@ const std::vector<KeySpec>& keys() {
                                                              MPB_FIELD(data.kind)),
       integer("data.vocab",                 at_least(8),     MPB_FIELD(data.vocab)),
       special("data.path",                  Type::Text,      MPB_FIELD(data.path)),
+      choice ("data.tokenizer", Names<TextTokenizerKind>{{TextTokenizerKind::SentencePiece, "sentencepiece"},
+                                                         {TextTokenizerKind::Bytes, "bytes"}},
+                                                             MPB_FIELD(data.tokenizer)),
       integer("data.input_dim",             at_least(1),     MPB_FIELD(data.input_dim)),
       integer("data.classes",               at_least(2),     MPB_FIELD(data.classes)),
       integer("data.teacher_hidden",        at_least(1),     MPB_FIELD(data.teacher_hidden)),
@@ -415,6 +418,9 @@ nlohmann::json cell_config_to_json(const CellConfig& config) {
     // rejects it off elsewhere): other cells keep the config_hash they had
     // before the key existed.
     if (spec.key == "optimizer.bias_correction" && config.optimizer.kind != OptimizerKind::Lamb) continue;
+    // data.tokenizer means something to data.kind text only: other cells keep
+    // the config_hash they had before the key existed.
+    if (spec.key == "data.tokenizer" && config.data.kind != DataKind::Text) continue;
     std::string pointer = "/" + spec.key;
     std::replace(pointer.begin(), pointer.end(), '.', '/');
     json[nlohmann::json::json_pointer(pointer)] = std::visit(

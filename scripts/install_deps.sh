@@ -20,6 +20,8 @@ packages=(
   libopenblas0-pthread  # an optimised BLAS for PyTorch/numpy: the speed comparison's baseline is then fair
   chromium
   patchelf  # scripts/gpu_bundle.sh sets the bundle's RUNPATH ($ORIGIN/../lib) with it
+  libsentencepiece-dev  # data.kind text's subword tokenizer (models/subword_tokenizer.h)
+  python3-doc  # the offline English corpus: the Python docs' prose (PSF License), extracted below
 )
 case ${1:-} in
   "") ;;
@@ -60,6 +62,21 @@ if ((${#missing[@]})); then
   fi
 else
   echo "install_deps: all packages present"
+fi
+
+# The offline English corpus for data.kind text (docs/CONFIG.md): python3-doc's
+# reStructuredText sources as plain prose, one document per page, documents
+# separated by form feeds. MPB_CORPUS_DIR overrides where it goes. Rebuilt only
+# when missing, so re-running this script is cheap; extraction takes about a second.
+corpus_dir=${MPB_CORPUS_DIR:-/usr/local/share/mpbench}
+corpus=$corpus_dir/python-docs.txt
+if [[ ! -s $corpus ]]; then
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 && ! -w $(dirname "$corpus_dir") ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" mkdir -p "$corpus_dir"
+  "${sudo_cmd[@]}" /usr/bin/python3 "$(dirname "$0")/extract_text_corpus.py" "$corpus"
+else
+  echo "install_deps: corpus present: $corpus"
 fi
 
 # ml-dtypes (float8_e4m3fn, float8_e5m2) is not packaged by Debian. Pinned to

@@ -4,6 +4,7 @@
 
 #include "config/schema.h"
 #include "models/mlm_data.h"
+#include "models/subword_tokenizer.h"
 #include "models/teacher_data.h"
 #include "train/cell_limits.h"
 
@@ -25,11 +26,22 @@ MlmOptions mlm_options(const CellConfig& cfg) {
   return o;
 }
 
+TextTokenizer text_tokenizer(const CellConfig& cfg) {
+  TextTokenizer t;
+  if (cfg.data.tokenizer == TextTokenizerKind::Bytes) {
+    t.kind = TextTokenizer::Kind::Bytes;
+    return t;
+  }
+  t.pieces = cfg.data.vocab - MlmData::kSpecials;
+  t.cache_dir = tokenizer_cache_dir();
+  return t;
+}
+
 }  // namespace
 
 int token_vocab(const CellConfig& cfg) {
-  if (cfg.data.kind == DataKind::Text) return 256 + MlmData::kSpecials;  // byte-level
-  return cfg.data.vocab;  // markov: data.vocab includes the 4 special tokens
+  if (cfg.data.kind == DataKind::Text && cfg.data.tokenizer == TextTokenizerKind::Bytes) return 256 + MlmData::kSpecials;
+  return cfg.data.vocab;  // markov, text + sentencepiece: data.vocab includes the 4 special tokens
 }
 
 MlpConfig mlp_config(const CellConfig& cfg) {
@@ -94,7 +106,7 @@ std::unique_ptr<Dataset> build_dataset(const CellConfig& cfg, uint64_t seed) {
     case DataKind::Markov:
       return std::make_unique<MlmData>(MlmData::synthetic(seed, cfg.data.vocab - MlmData::kSpecials, mlm_options(cfg)));
     case DataKind::Text:
-      return std::make_unique<MlmData>(MlmData::from_text(cfg.data.path, seed, mlm_options(cfg)));
+      return std::make_unique<MlmData>(MlmData::from_text(cfg.data.path, seed, mlm_options(cfg), text_tokenizer(cfg)));
   }
   throw std::invalid_argument("data.kind has no builder");
 }
