@@ -115,6 +115,7 @@ double bert_mlm_rows_estimate(const BertConfig& cfg, double micro);
 // GEMM FLOPs of one training sequence from the configuration alone (the
 // model's train_flops_per_sample / recompute_flops_per_sample return these;
 // runner --dry-run's cost estimate reads them without building a model).
+// These and bert_mlm_rows are models/bert_cost.cpp.
 double bert_train_flops_per_sample(const BertConfig& cfg);
 double bert_recompute_flops_per_sample(const BertConfig& cfg);
 
