@@ -14,6 +14,10 @@ from mpbench.report.estimates import ESTIMATE_COLUMNS, estimate_legend, estimate
 from mpbench.report.labels import KEY_COLUMNS, key_rows
 from mpbench.report.noise import noise_lines
 from mpbench.report.tables import machine_rows, summary_columns, summary_legend, summary_rows
+from mpbench.report.verdict import COLUMNS as VERDICT_COLUMNS
+from mpbench.report.verdict import PLOT_NAME as VERDICT_PLOT
+from mpbench.report.verdict import TITLE as VERDICT_TITLE
+from mpbench.report.verdict import verdict_legend, verdict_rows, verdict_status
 
 
 IMAGE_CHECK_SCRIPT = """
@@ -81,6 +85,12 @@ def write_html(rs, plots, notes, path):
         parts += ["<h2>Estimated vs measured time</h2>", html_table(ESTIMATE_COLUMNS, estimate_rows(rs), numeric_from=2),
                   f"<p class=legend>{html.escape(estimate_legend(rs))}</p>"]
     for p in plots:
+        if p.name == VERDICT_PLOT:           # the verdict table, above its figure and the loss curves
+            status = verdict_status(rs)
+            parts.append(f"<h2>{html.escape(VERDICT_TITLE)}</h2>" + (
+                f"<p>{html.escape(status)}</p>" if status else
+                html_table(VERDICT_COLUMNS, verdict_rows(rs), numeric_from=3) +
+                f"<p class=legend>{html.escape(verdict_legend(rs))}</p>"))
         if not p.file:
             continue
         with open(p.file, "rb") as f:
@@ -132,6 +142,11 @@ def write_markdown(rs, plots, notes, path):
                   markdown_table(ESTIMATE_COLUMNS, estimate_rows(rs), text_columns=2), "",
                   md_escape(estimate_legend(rs)), ""]
     for p in plots:
+        if p.name == VERDICT_PLOT:           # the verdict table, above its figure and the loss curves
+            status = verdict_status(rs)
+            lines += [f"## {md_escape(VERDICT_TITLE)}", ""] + ([md_escape(status), ""] if status else [
+                markdown_table(VERDICT_COLUMNS, verdict_rows(rs), text_columns=3), "",
+                md_escape(verdict_legend(rs)), ""])
         if p.file:
             title = md_escape(p.title)
             lines += [f"## {title}", "", f"![{title}]({p.name})", "", md_escape(p.caption), ""]

@@ -24,6 +24,7 @@ from mpbench.report.plot_base import (DPI, FUSION_COLOURS, MEMORY_COLOURS, MIB, 
                                       bar_positions, draw_band, hatch_fusion, label_bars, np, plt,
                                       stacked_repeats)
 from mpbench.report.plot_numerics import loss_scale_cells, plot_grad_histograms, plot_loss_scale  # noqa: F401
+from mpbench.report.verdict import PLOT_CAPTION, PLOT_NAME, plot_eval_loss_diff
 
 
 def speedup_whiskers(rs, cells, heights, base_sps):
@@ -270,6 +271,7 @@ PLOTS = [
      "of the whole process. Master "
      "weights, gradients and optimizer state scale with the parameter count; activations with batch size "
      "and depth (and shrink with checkpointing)."),
+    (PLOT_NAME, "Eval-loss difference vs the baseline", plot_eval_loss_diff, PLOT_CAPTION),
     ("convergence.png", "Convergence", plot_convergence,
      "Training loss per optimizer step (left) and against wall-clock time (right), one row per model and "
      "precision; rows of one model share the loss axis, another model gets its own. Legends start with the "

@@ -1,0 +1,62 @@
+"""A real result set with convergence verdicts, made once per test process by
+the built runner ($MPB_RUNNER, as CTest sets it): a tiny CPU MLP experiment,
+3 repeats (seeds paired across cells), fusion off/on at the baseline's
+learning rate (identical training: `equivalent`) and a planted learning-rate
+change (lr / 10: trains less in 40 steps, so `worse`). About 5 s on 2 cores.
+
+Why a module: the report and compare tests both start from it, and it should
+run the runner only once per test file.
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+
+EXPERIMENT = """name: conv_fixture
+steps: 40
+warmup_steps: 2
+repeats: 3
+batch_size: 16
+numerics_every: 0
+model: {hidden_layers: 2, width: 32}
+data: {input_dim: 16, eval_samples: 64}
+matrix:
+  fusion: [off, on]
+  optimizer.lr: [0.001, 0.0001]
+baseline: {fusion: off, optimizer.lr: 0.001}
+"""
+BASELINE = "fusion=off,optimizer.lr=0.001"
+SAME = "fusion=on,optimizer.lr=0.001"          # fused: the same training to rounding
+PLANTED = "fusion=off,optimizer.lr=1e-4"       # the planted learning-rate change
+
+_made = {}
+
+
+def runner_path():
+    """The built runner, or None outside CTest (the tests then skip, saying why)."""
+    path = os.environ.get("MPB_RUNNER")
+    return path if path and os.path.isfile(path) else None
+
+
+def runner_result_set():
+    """The directory of the fixture's result set (made on first call; removed at exit)."""
+    if "dir" not in _made:
+        root = tempfile.mkdtemp(prefix="mpb-conv-fixture-")
+        import atexit
+        atexit.register(shutil.rmtree, root, True)
+        yaml_path = os.path.join(root, "conv_fixture.yaml")
+        with open(yaml_path, "w") as f:
+            f.write(EXPERIMENT)
+        proc = subprocess.run([runner_path(), yaml_path, "--device", "cpu", "--out", root, "--quiet"],
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"runner exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        _made["dir"] = os.path.join(root, "conv_fixture")
+    return _made["dir"]
+
+
+def copy_set(dest):
+    """A copy of the fixture's result set at `dest` (to hand-edit); returns dest."""
+    shutil.copytree(runner_result_set(), dest)
+    return dest

@@ -1,0 +1,73 @@
+#!/usr/bin/python3
+"""report.py's "Does it train as well?" section and eval-loss difference figure
+(docs/REPORTS.md), from real runner output (tests/scripts/convergence_fixture.py:
+3 seeds, a planted learning-rate change gives `worse`, fusion on `equivalent`),
+and from a set written before the verdict existed (the section says it is absent)."""
+
+import os
+import re
+import unittest
+
+from script_test_helpers import TempDirTest, edit_json, run_script
+import convergence_fixture as fx
+
+
+def section(text, start, end):
+    """The text between the first `start` and the next `end` after it."""
+    a = text.index(start)
+    return text[a:text.index(end, a)]
+
+
+class ConvergenceReport(TempDirTest):
+    def setUp(self):
+        super().setUp()
+        if not fx.runner_path():
+            self.skipTest("MPB_RUNNER not set (CTest sets it to the built runner)")
+        self.rs = fx.copy_set(os.path.join(self.tmp, "set"))
+
+    def report(self):
+        proc = run_script("report.py", self.rs)
+        self.assertExit(proc, 0)
+        out = os.path.join(self.rs, "report")
+        with open(os.path.join(out, "report.md"), encoding="utf-8") as f:
+            md = f.read()
+        with open(os.path.join(out, "index.html"), encoding="utf-8") as f:
+            page = f.read()
+        return proc, out, md, page
+
+    def test_verdict_table_above_the_curves_in_both_pages(self):
+        proc, out, md, page = self.report()
+        table = section(md, "## Does it train as well?", "## Convergence")
+        rows = {line.split(" | ")[1]: line for line in table.splitlines() if line.startswith("| ") and " | " in line}
+        self.assertIn("| worse |", rows[fx.PLANTED])
+        self.assertIn("| equivalent |", rows[fx.SAME])
+        # The planted cell never reaches the baseline's loss: "never reached" = 3 seeds, no time to target.
+        self.assertTrue(rows[fx.PLANTED].rstrip(" |").endswith("| 3 | 0 / 0 / 0"), rows[fx.PLANTED])
+        # The mean paired difference with its interval, and delta's source.
+        self.assertRegex(rows[fx.PLANTED], r"\| 0\.0\d+ \[0\.0\d+–0\.0\d+\] \| 3 \|")
+        self.assertRegex(rows[fx.PLANTED], r"\((relative_1pct|baseline_seed_sd)\)")
+        html_section = section(page, "<h2>Does it train as well?</h2>", "<h2>Convergence</h2>")
+        self.assertTrue("<td class=text>worse</td>" in html_section, html_section[:3000])
+        self.assertTrue("<td class=text>equivalent</td>" in html_section, html_section[:3000])
+        self.assertLess(page.index("Does it train as well?"), page.index("<h2>Convergence</h2>"))
+        # The difference figure: written, with its caption, alt text and a row per non-baseline cell.
+        self.assertRegex(proc.stdout, r"eval_loss_diff\.png +written")
+        self.assertTrue(os.path.getsize(os.path.join(out, "eval_loss_diff.png")) > 1000)
+        self.assertIn('alt="Eval-loss difference vs the baseline"', page)
+        self.assertIn("![Eval-loss difference vs the baseline](eval_loss_diff.png)", md)
+        key = section(md, "Cell key for eval_loss_diff.png", "## ")
+        self.assertEqual(len(re.findall(r"^\| [A-Z] \|", key, re.M)), 3, key)
+
+    def test_set_from_before_the_verdict_still_reports(self):
+        for f in os.listdir(os.path.join(self.rs, "cells")):
+            edit_json(os.path.join(self.rs, "cells", f), lambda c: c["summary"].pop("convergence", None))
+        proc, out, md, page = self.report()
+        self.assertNotIn("Traceback", proc.stderr)
+        self.assertIn("absent: this result set was written before the runner recorded a convergence verdict",
+                      section(md, "## Does it train as well?", "## Convergence"))
+        self.assertRegex(proc.stdout, r"eval_loss_diff\.png +skipped: absent")
+        self.assertFalse(os.path.exists(os.path.join(out, "eval_loss_diff.png")))
+
+
+if __name__ == "__main__":
+    unittest.main()
