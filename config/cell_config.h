@@ -147,6 +147,18 @@ struct ValueOrigin {
   bool per_cell = false;  // from the matrix or an include (not the base)
 };
 
+// The experiment's `convergence:` key (docs/CONFIG.md): how each cell's
+// training is judged against the baseline's (runner/measure/convergence_verdict.h).
+// An analysis setting, not a training one: it is not in the cell config or
+// its hash, so changing it re-judges finished cells without re-running them.
+struct ConvergenceSettings {
+  // delta as a fraction of the baseline's mean final metric; unset: the larger
+  // of 1% and the baseline's seed-to-seed SD.
+  std::optional<double> margin;
+  std::string metric = "eval_loss";  // eval_loss | eval_accuracy
+  double alpha = 0.05;               // each one-sided test's level
+};
+
 // One cell: the base config with axis values applied.
 struct Cell {
   std::string id;    // "precision=fp32,fusion=off" (axis order; stable)
@@ -159,6 +171,7 @@ struct Cell {
   // key -> where the file set the cell's value of it (a whole loss_scale value
   // stands for its loss_scale.* keys); keys left at their defaults are absent.
   std::map<std::string, ValueOrigin> origins;
+  ConvergenceSettings convergence;  // the experiment's, the same in every cell
 };
 
 struct ExperimentConfig {
@@ -167,6 +180,7 @@ struct ExperimentConfig {
   std::string device = "auto";  // auto | cpu | cuda (make_device's names)
   CellConfig base;
   std::vector<Cell> cells;  // expanded matrix (+ include), excludes applied, baseline marked
+  ConvergenceSettings convergence;
 };
 
 }  // namespace mpb

@@ -270,8 +270,8 @@ const KeySpec& device_spec() {
 }
 
 const std::vector<std::string> kSections = {"model", "data", "optimizer", "fp8"};
-const std::vector<std::string> kExperimentKeys = {"name",    "device",  "matrix",
-                                                  "exclude", "include", "baseline"};
+const std::vector<std::string> kExperimentKeys = {"name",    "device",  "matrix",     "exclude",
+                                                  "include", "baseline", "convergence"};
 
 const KeySpec* find_spec(const std::string& key) {
   for (const auto& spec : keys()) {
@@ -299,7 +299,8 @@ std::vector<std::string> top_level_keys() {
   for (const auto& spec : keys()) {
     if (spec.key.find('.') == std::string::npos) out.push_back(spec.key);
   }
-  out.insert(out.end(), {"model", "data", "optimizer", "fp8", "matrix", "exclude", "include", "baseline"});
+  out.insert(out.end(),
+             {"model", "data", "optimizer", "fp8", "matrix", "exclude", "include", "baseline", "convergence"});
   return out;
 }
 

@@ -20,6 +20,7 @@
 
 #include "runner/experiment/config.h"
 #include "runner/experiment/config_limits.h"
+#include "runner/experiment/convergence_settings.h"
 #include "runner/experiment/matrix.h"
 #include "runner/io/yaml_documents.h"
 
@@ -195,6 +196,7 @@ ExperimentConfig Loader::load(const std::string& text) {
   matrix_.exclude_at = where(mark_of_key("exclude"));
   matrix_.baseline_at = where(mark_of_key("baseline"));
   experiment.cells = expand_matrix(file_, matrix_, options_);
+  for (Cell& cell : experiment.cells) cell.convergence = experiment.convergence;
   return experiment;
 }
 
@@ -205,6 +207,8 @@ void Loader::parse_top_level(const YAML::Node& root, ExperimentConfig& experimen
     if (name == "name") {
       experiment.name = parse_name(value, mark_of(value, key));
       has_name = true;
+    } else if (name == "convergence") {
+      experiment.convergence = parse_convergence_settings(value, file_);
     } else if (name == "device") {
       experiment.device = std::get<std::string>(
           parse_value(schema::device_spec(), value, mark_of(value, key), name));

@@ -10,6 +10,7 @@
 #include "runner/measure/steady_state.h"
 #include "runner/measure/step_counters.h"
 #include "runner/measure/utilization.h"
+#include "runner/results/convergence_json.h"
 #include "train/cell_limits.h"
 
 namespace mpb {
@@ -198,6 +199,9 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   // so a cell read alone still says what its "fp32" was.
   j["gemm_math"] = {{"requested", ctx.gemm_math}, {"overrides", ctx.environment_overrides}};
   j["flops_per_step"] = repeats.empty() ? 0.0 : repeats[0].value("flops_per_step", 0.0);
+  // How the verdict judges this cell (the experiment's `convergence:`): kept
+  // beside the config, not in it, so it does not change the config_hash.
+  j["convergence_settings"] = convergence_settings_json(cell.convergence);
   j["repeats"] = repeats;
 
   // Timing statistics over the measured window of every repeat (after warm-up and start-up).
@@ -234,6 +238,7 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   s["speedup"] = nullptr;
   s["speedup_interval"] = nullptr;
   s["speedup_verdict"] = nullptr;
+  s["convergence"] = nullptr;  // apply_speedup sets it against the baseline
   const double gflops = j["flops_per_step"].get<double>() / (med * 1e6);
   s["gflops"] = gflops;
   s["ceiling_gflops"] = ctx.ceiling_gflops;
@@ -296,6 +301,7 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
 }
 
 void apply_speedup(nlohmann::json& cell, const nlohmann::json* baseline) {
+  apply_convergence(cell, baseline);  // runner/results/convergence_json.h: the same pairing
   nlohmann::json& s = cell.at("summary");
   s["speedup"] = nullptr;
   s["speedup_interval"] = nullptr;
@@ -375,7 +381,11 @@ std::string summary_csv(const std::vector<nlohmann::json>& cells) {
   out << ",samples_per_s,speedup,speedup_lo,speedup_hi,speedup_verdict,step_ms_median,step_ms_p10,step_ms_p90,"
          "step_cv,noisy,gflops,ceiling_fraction";
   for (const char* m : mems) out << ",mem_" << m;
-  out << ",final_loss,eval_loss,eval_accuracy,skipped_steps,config_hash\n";
+  out << ",final_loss,eval_loss,eval_accuracy,skipped_steps,config_hash";
+  out << ",convergence_verdict,convergence_metric,convergence_delta,convergence_delta_source,convergence_mean_diff,"
+         "convergence_ci_lo,convergence_ci_hi,convergence_p_equivalence,convergence_p_worse,convergence_n,"
+         "convergence_seeds_needed,ttt_steps,ttt_samples,ttt_seconds,ttt_never_reached,ttt_speedup,ttt_speedup_lo,"
+         "ttt_speedup_hi,diverged_seeds,nan_steps\n";
   for (const auto& c : cells) {
     const auto& s = c.at("summary");
     const nlohmann::json& interval = field_or_null(s, "speedup_interval");
@@ -392,7 +402,23 @@ std::string summary_csv(const std::vector<nlohmann::json>& cells) {
     for (const char* m : mems) out << ',' << csv_field(s.at("peak_memory_bytes").at(m));
     out << ',' << csv_field(s.at("final_loss")) << ',' << csv_field(s.at("eval_loss")) << ','
         << csv_field(s.at("eval_accuracy")) << ',' << csv_field(s.at("skipped_steps")) << ','
-        << csv_field(c.at("config_hash")) << '\n';
+        << csv_field(c.at("config_hash"));
+    // summary.convergence (empty fields: none, e.g. no baseline of the same model and data).
+    const nlohmann::json& conv = field_or_null(s, "convergence");
+    const nlohmann::json& ci = field_or_null(conv, "ci");
+    const nlohmann::json& ttt = field_or_null(conv, "time_to_target");
+    const nlohmann::json& ttt_speedup = field_or_null(ttt, "speedup");
+    const nlohmann::json& stability = field_or_null(conv, "stability");
+    for (const char* k : {"verdict", "metric", "delta", "delta_source", "mean_diff"})
+      out << ',' << csv_field(field_or_null(conv, k));
+    out << ',' << csv_field(field_or_null(ci, "lo")) << ',' << csv_field(field_or_null(ci, "hi"));
+    for (const char* k : {"p_equivalence", "p_worse", "n", "seeds_needed"}) out << ',' << csv_field(field_or_null(conv, k));
+    for (const char* k : {"steps", "samples", "seconds"})
+      out << ',' << csv_field(field_or_null(field_or_null(ttt, k), "mean"));
+    out << ',' << csv_field(field_or_null(ttt, "never_reached"));
+    for (const char* k : {"speedup", "lo", "hi"}) out << ',' << csv_field(field_or_null(ttt_speedup, k));
+    out << ',' << csv_field(field_or_null(stability, "diverged_seeds")) << ','
+        << csv_field(field_or_null(stability, "nan_steps")) << '\n';
   }
   return out.str();
 }

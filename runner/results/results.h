@@ -45,7 +45,8 @@ std::vector<std::vector<double>> timed_steps(const nlohmann::json& cell);
 // configured warm-up in files written before it existed.
 std::vector<double> repeat_timed_steps(const nlohmann::json& rep, int warmup);
 
-// Sets summary.speedup, speedup_interval and speedup_verdict of `cell` against
+// Sets summary.speedup, speedup_interval and speedup_verdict, and
+// summary.convergence (runner/results/convergence_json.h), of `cell` against
 // `baseline` (the baseline's finished JSON; nullptr when there is none, or it
 // is of another model: then the fields are null). The baseline itself gets
 // speedup 1 and verdict "baseline".

@@ -125,8 +125,8 @@ void print_table(const std::vector<nlohmann::json>& cells) {
   constexpr size_t kMaxWidth = 96;
   size_t w = 4;
   for (const auto& c : cells) w = std::max(w, std::min(kMaxWidth, c.at("cell_id").get<std::string>().size()));
-  std::printf("\n%-*s  %12s  %8s  %11s  %10s  %8s  %11s  %9s\n", int(w), "cell", "samples/s", "speedup", "95% CI",
-              "step ms", "ceiling", "peak mem", "eval loss");
+  std::printf("\n%-*s  %12s  %8s  %11s  %10s  %8s  %11s  %9s  %-12s\n", int(w), "cell", "samples/s", "speedup",
+              "95% CI", "step ms", "ceiling", "peak mem", "eval loss", "vs baseline");
   std::vector<std::string> noisy;
   for (const auto& c : cells) {
     const auto& s = c.at("summary");
@@ -136,6 +136,9 @@ void print_table(const std::vector<nlohmann::json>& cells) {
     // A diverged cell (NaN loss) is a result, not an error: say so.
     char eval[32] = "diverged";
     if (!cell_diverged(c)) std::snprintf(eval, sizeof eval, "%.4f", s.at("eval_loss").get<double>());
+    // summary.convergence's verdict (docs/RESULTS.md): "-" without a baseline of the same model and data.
+    const nlohmann::json& conv = s.value("convergence", nlohmann::json());
+    const std::string trains = conv.is_object() && conv.at("verdict").is_string() ? conv.at("verdict").get<std::string>() : "-";
     if (s.value("throttled", nlohmann::json()).is_boolean() && s.at("throttled").get<bool>())
       note += note.empty() ? "(throttled)" : " (throttled)";
     const nlohmann::json& noise = s.value("noise", nlohmann::json());
@@ -145,13 +148,26 @@ void print_table(const std::vector<nlohmann::json>& cells) {
       for (const auto& r : noise.at("reasons")) why += (why.empty() ? "" : "; ") + r.get<std::string>();
       noisy.push_back(c.at("cell_id").get<std::string>() + ": " + why);
     }
-    std::printf("%-*s  %12.1f  %8s  %11s  %10.2f  %8s  %11s  %9s%s%s\n", int(w), table_id(c.at("cell_id"), w).c_str(),
-                s.at("samples_per_s").get<double>(), speed.c_str(), interval.c_str(),
-                s.at("step_time_ms").at("median").get<double>(), frac.c_str(),
-                human_bytes(s.at("peak_memory_bytes").at("total").get<double>()).c_str(), eval,
+    std::printf("%-*s  %12.1f  %8s  %11s  %10.2f  %8s  %11s  %9s  %-12s%s%s\n", int(w),
+                table_id(c.at("cell_id"), w).c_str(), s.at("samples_per_s").get<double>(), speed.c_str(),
+                interval.c_str(), s.at("step_time_ms").at("median").get<double>(), frac.c_str(),
+                human_bytes(s.at("peak_memory_bytes").at("total").get<double>()).c_str(), eval, trains.c_str(),
                 note.empty() ? "" : "  ", note.c_str());
   }
   for (const std::string& n : noisy) std::printf("noisy: %s\n", n.c_str());
+  // Why each verdict other than equivalent is what it is, and the time to target.
+  for (const auto& c : cells) {
+    const nlohmann::json& conv = c.at("summary").value("convergence", nlohmann::json());
+    if (!conv.is_object() || !conv.at("verdict").is_string() || conv.at("verdict") == "baseline") continue;
+    std::string line = c.at("cell_id").get<std::string>() + ": " + conv.at("verdict").get<std::string>() + " (" +
+                       conv.at("reason").get<std::string>() + ")";
+    const nlohmann::json& ttt = conv.value("time_to_target", nlohmann::json());
+    if (ttt.is_object() && ttt.at("speedup").is_object())
+      line += fmt("; time to target %.2fx the baseline's speed", ttt.at("speedup").at("speedup").get<double>());
+    if (ttt.is_object() && ttt.at("never_reached").get<int>() > 0)
+      line += fmt("; %d seed(s) never reached the target", ttt.at("never_reached").get<int>());
+    std::printf("convergence: %s\n", line.c_str());
+  }
   print_step_counters(cells);
   for (const auto& c : cells) {
     const nlohmann::json& u = c.at("summary").value("utilization", nlohmann::json());

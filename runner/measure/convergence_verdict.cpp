@@ -1,0 +1,189 @@
+#include "runner/measure/convergence_verdict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "runner/measure/stats.h"
+
+namespace mpb {
+
+Margin convergence_margin(const std::vector<double>& baseline_values, const std::optional<double>& configured) {
+  Margin m;
+  m.baseline_mean = mean(baseline_values);
+  m.baseline_seed_sd = sample_sd(baseline_values);
+  const double scale = std::fabs(m.baseline_mean);
+  if (configured) {
+    m.delta = *configured * scale;
+    m.source = "configured";
+    return m;
+  }
+  m.delta = kDefaultRelativeMargin * scale;
+  m.source = "relative_1pct";
+  if (std::isfinite(m.baseline_seed_sd) && m.baseline_seed_sd > m.delta) {
+    m.delta = m.baseline_seed_sd;
+    m.source = "baseline_seed_sd";
+  }
+  return m;
+}
+
+std::optional<int> tost_seeds_needed(double sd, double delta, double alpha) {
+  if (!(delta > 0.0) || !std::isfinite(sd)) return std::nullopt;
+  if (sd <= 0.0) return 2;
+  const double beta_half = (1.0 - kSeedsNeededPower) / 2.0;
+  for (int n = 2; n <= 10000; ++n) {
+    const double df = double(n - 1);
+    const double need = (student_t_quantile(1.0 - alpha, df) + student_t_quantile(1.0 - beta_half, df)) * sd /
+                        std::sqrt(double(n));
+    if (need <= delta) return n;
+  }
+  return std::nullopt;
+}
+
+TimeToTarget time_to_target(const std::vector<SeedRun>& runs, double target) {
+  TimeToTarget t;
+  for (const SeedRun& r : runs) {
+    std::optional<int> hit;
+    for (size_t k = 0; k < r.eval_losses.size() && k < r.eval_steps.size() && !hit; ++k) {
+      const size_t first = k + 1 >= size_t(kTargetSmoothingPoints) ? k + 1 - size_t(kTargetSmoothingPoints) : 0;
+      double sum = 0.0;
+      for (size_t i = first; i <= k; ++i) sum += r.eval_losses[i];  // a NaN anywhere keeps the window above target
+      const double smoothed = sum / double(k + 1 - first);
+      if (smoothed <= target) hit = r.eval_steps[k];
+    }
+    t.step.push_back(hit);
+    if (!hit) {
+      ++t.never_reached;
+      t.samples.push_back(NAN);
+      t.seconds.push_back(NAN);
+      continue;
+    }
+    ++t.reached;
+    t.samples.push_back(double(*hit) * double(r.batch_size));
+    double ms = 0.0;
+    for (size_t i = 0; i < size_t(*hit) && i < r.step_ms.size(); ++i) ms += r.step_ms[i];
+    t.seconds.push_back(ms / 1000.0);
+  }
+  return t;
+}
+
+namespace {
+
+double metric_of(const SeedRun& r, const std::string& metric) {
+  return metric == "eval_accuracy" ? r.final_eval_accuracy : r.final_eval_loss;
+}
+
+std::string sprintf_string(const char* format, double a, double b = 0.0, double c = 0.0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, format, a, b, c);
+  return buf;
+}
+
+}  // namespace
+
+ConvergenceVerdict convergence_verdict(const std::vector<SeedRun>& baseline, const std::vector<SeedRun>& cell,
+                                       const ConvergenceSettings& settings) {
+  ConvergenceVerdict v;
+  v.metric = settings.metric;
+  v.alpha = settings.alpha;
+  // Positive is worse: a higher loss, a lower accuracy.
+  const double worse_sign = settings.metric == "eval_accuracy" ? -1.0 : 1.0;
+
+  std::vector<double> base_values;
+  for (const SeedRun& r : baseline) {
+    v.baseline_diverged_seeds += r.diverged;
+    v.baseline_nan_steps += r.nan_steps;
+    v.baseline_skipped_steps += r.skipped_steps;
+    if (std::isfinite(metric_of(r, settings.metric))) base_values.push_back(metric_of(r, settings.metric));
+  }
+  for (const SeedRun& r : cell) {
+    v.diverged_seeds += r.diverged;
+    v.nan_steps += r.nan_steps;
+    v.skipped_steps += r.skipped_steps;
+  }
+  v.margin = convergence_margin(base_values, settings.margin);
+
+  std::vector<double> diff, worsening;
+  for (const SeedRun& c : cell) {
+    const auto b = std::find_if(baseline.begin(), baseline.end(), [&](const SeedRun& r) { return r.seed == c.seed; });
+    if (b == baseline.end()) continue;
+    const double cv = metric_of(c, settings.metric), bv = metric_of(*b, settings.metric);
+    if (!std::isfinite(cv) || !std::isfinite(bv)) continue;
+    v.paired_seeds.push_back(c.seed);
+    diff.push_back(cv - bv);
+    worsening.push_back(worse_sign * (cv - bv));
+  }
+  v.n = int(diff.size());
+  const double delta = v.margin.delta;
+  if (v.n >= 2) {
+    const MeanInterval ci = mean_interval(diff, 1.0 - 2.0 * settings.alpha);
+    v.mean_diff = ci.mean;
+    v.ci_lo = ci.lo;
+    v.ci_hi = ci.hi;
+    v.diff_sd = sample_sd(diff);
+    if (delta > 0.0) {
+      const Tost tost = tost_paired(worsening, delta);
+      v.p_lower = tost.p_lower;
+      v.p_upper = tost.p_upper;
+      v.p_worse = one_sample_t(worsening, +delta).p_greater;
+      v.p_better = one_sample_t(worsening, -delta).p_less;
+      v.seeds_needed = tost_seeds_needed(v.diff_sd, delta, settings.alpha);
+    }
+  } else if (v.n == 1) {
+    v.mean_diff = diff[0];
+  }
+
+  if (v.diverged_seeds > v.baseline_diverged_seeds) {
+    v.verdict = "worse";
+    v.reason = std::to_string(v.diverged_seeds) + " diverged seed(s), the baseline " +
+               std::to_string(v.baseline_diverged_seeds);
+    return v;
+  }
+  if (v.n < 2) {
+    v.verdict = "inconclusive";
+    v.reason = std::to_string(v.n) + " seed(s) paired with the baseline (finite in both); a t test needs 2";
+    return v;
+  }
+  if (!(delta > 0.0)) {
+    v.verdict = "inconclusive";
+    v.reason = "the margin is 0 (the baseline's mean metric is 0 and its seeds agree)";
+    return v;
+  }
+  const double alpha = settings.alpha;
+  if (v.p_worse < alpha) {
+    v.verdict = "worse";
+    v.reason = sprintf_string("worse by more than delta: one-sided p = %.3g < alpha %.3g", v.p_worse, alpha);
+    return v;
+  }
+  if (v.p_better < alpha) {
+    v.verdict = "better";
+    v.reason = sprintf_string("better by more than delta: one-sided p = %.3g < alpha %.3g", v.p_better, alpha);
+    return v;
+  }
+  const double p_equivalence = std::max(v.p_lower, v.p_upper);
+  if (p_equivalence < alpha) {
+    std::string unstable;
+    if (v.diverged_seeds > 0) unstable += std::to_string(v.diverged_seeds) + " diverged seed(s); ";
+    if (v.nan_steps > v.baseline_nan_steps)
+      unstable += std::to_string(v.nan_steps) + " NaN steps vs the baseline's " + std::to_string(v.baseline_nan_steps) + "; ";
+    if (v.skipped_steps > v.baseline_skipped_steps)
+      unstable += std::to_string(v.skipped_steps) + " skipped steps vs the baseline's " +
+                  std::to_string(v.baseline_skipped_steps) + "; ";
+    if (unstable.empty()) {
+      v.verdict = "equivalent";
+      v.reason = sprintf_string("within +-delta: TOST p = %.3g < alpha %.3g", p_equivalence, alpha);
+    } else {
+      v.verdict = "inconclusive";
+      v.reason = "final quality within +-delta (TOST p = " + sprintf_string("%.3g", p_equivalence) +
+                 ") but not stable: " + unstable.substr(0, unstable.size() - 2);
+    }
+    return v;
+  }
+  v.verdict = "inconclusive";
+  v.reason = sprintf_string("the interval is too wide for the margin: TOST p = %.3g >= alpha %.3g", p_equivalence,
+                            alpha);
+  if (v.seeds_needed) v.reason += "; about " + std::to_string(*v.seeds_needed) + " seeds would settle it";
+  return v;
+}
+
+}  // namespace mpb

@@ -1,0 +1,107 @@
+// "Does it train as well as the baseline?" per cell (issue 31, docs/RESULTS.md
+// summary.convergence): the final-quality verdict by two one-sided t tests
+// over seeds paired with the baseline's, the stability counts that can veto
+// it, and the time to reach the baseline's quality. Pure functions of plain
+// numbers; runner/results/convergence_json.cpp reads them from the cell files.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/cell_config.h"
+
+namespace mpb {
+
+// One repeat of a cell as the verdict sees it.
+struct SeedRun {
+  uint64_t seed = 0;
+  double final_eval_loss = 0.0;      // the last eval point's; NaN when not finite
+  double final_eval_accuracy = 0.0;  // NaN when absent or not finite
+  std::vector<int> eval_steps;       // every eval point: its optimizer step (1-based, rising)
+  std::vector<double> eval_losses;   // and its loss (NaN when not finite)
+  std::vector<double> step_ms;       // every optimizer step's time, warm-up included
+  int64_t batch_size = 0;            // samples per optimizer step
+  int64_t nan_steps = 0;             // steps whose training loss was not finite
+  int64_t skipped_steps = 0;         // optimizer steps skipped (non-finite gradients)
+  bool diverged = false;             // final eval metric or last training loss not finite
+};
+
+// The smoothing applied before looking for the target: the trailing mean of
+// the last kTargetSmoothingPoints eval points (fewer at the start), which
+// keeps one lucky eval from counting as having arrived.
+inline constexpr int kTargetSmoothingPoints = 3;
+// The relative margin used when the experiment sets none (with the
+// baseline's seed-to-seed spread, whichever is larger).
+inline constexpr double kDefaultRelativeMargin = 0.01;
+// Power assumed when saying how many seeds a TOST would need.
+inline constexpr double kSeedsNeededPower = 0.8;
+
+// The margin delta for a metric, in its units: the configured margin times
+// |baseline mean|, else the larger of kDefaultRelativeMargin x |baseline mean|
+// and the baseline's sample SD over its seeds (ddof = 1; only with two or
+// more seeds). source: "configured", "relative_1pct" or "baseline_seed_sd".
+struct Margin {
+  double delta = 0.0;
+  std::string source;
+  double baseline_mean = 0.0, baseline_seed_sd = 0.0;  // sd NaN with one seed
+};
+Margin convergence_margin(const std::vector<double>& baseline_values, const std::optional<double>& configured);
+
+// How many seeds a TOST at `alpha` with margin `delta` needs for a
+// kSeedsNeededPower chance to show equivalence when the true difference is 0
+// and the differences' SD is `sd`: the smallest n >= 2 with
+// (t_{1-alpha, n-1} + t_{1-(1-power)/2, n-1}) * sd / sqrt(n) <= delta (the
+// usual t approximation, e.g. Chow, Shao & Wang, Sample Size Calculations,
+// 3.2). nullopt when more than 10000 would be needed.
+std::optional<int> tost_seeds_needed(double sd, double delta, double alpha);
+
+struct TimeToTarget {
+  // Per seed, in the order given: the first eval step whose smoothed eval
+  // loss is <= target; nullopt: never reached.
+  std::vector<std::optional<int>> step;
+  std::vector<double> samples, seconds;  // NaN where never reached
+  int reached = 0, never_reached = 0;
+};
+// seconds: the sum of the step times of steps 1..step (eval time not counted).
+TimeToTarget time_to_target(const std::vector<SeedRun>& runs, double target_eval_loss);
+
+struct ConvergenceVerdict {
+  std::string verdict;  // equivalent | worse | better | inconclusive
+  std::string reason;   // why, in words
+  std::string metric;
+  double alpha = 0.05;
+  Margin margin;
+  std::vector<uint64_t> paired_seeds;  // seeds finite in both, in the cell's order
+  int n = 0;
+  // Over the paired seeds: cell - baseline in the metric's units, its SD,
+  // and the 1 - 2 alpha two-sided t interval (TOST's own). NaN below two pairs.
+  double mean_diff = NAN, diff_sd = NAN, ci_lo = NAN, ci_hi = NAN;
+  // The tests, on the difference signed so that positive is worse (cell -
+  // base for eval_loss, base - cell for eval_accuracy): NaN below two pairs.
+  double p_lower = NAN, p_upper = NAN;  // TOST's two one-sided tests
+  double p_worse = NAN;                 // H0: worse by <= delta; H1: worse by more
+  double p_better = NAN;                // H0: better by <= delta; H1: better by more
+  std::optional<int> seeds_needed;
+  // Stability: the cell's and the baseline's counts over all their seeds.
+  int64_t diverged_seeds = 0, nan_steps = 0, skipped_steps = 0;
+  int64_t baseline_diverged_seeds = 0, baseline_nan_steps = 0, baseline_skipped_steps = 0;
+};
+
+// The rule (docs/RESULTS.md says it the same way), in this order:
+//  1. More diverged seeds than the baseline: `worse`.
+//  2. Fewer than two seeds paired with the baseline: `inconclusive`.
+//  3. `worse` when the one-sided t test of H0 "worse by at most delta" rejects
+//     at alpha (p_worse < alpha: the 1 - alpha lower bound of the worsening is
+//     above delta); `better` likewise the other way (p_better < alpha).
+//  4. `equivalent` when both of TOST's tests reject (max(p_lower, p_upper) <
+//     alpha) and the cell is stable: no diverged seed, and no more NaN steps
+//     and no more skipped steps than the baseline. Unstable: `inconclusive`.
+//  5. Otherwise `inconclusive` (the interval is too wide for the margin:
+//     seeds_needed says how many seeds would likely settle it).
+ConvergenceVerdict convergence_verdict(const std::vector<SeedRun>& baseline, const std::vector<SeedRun>& cell,
+                                       const ConvergenceSettings& settings);
+
+}  // namespace mpb

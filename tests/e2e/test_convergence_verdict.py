@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""The convergence verdict (docs/RESULTS.md, "The convergence verdict")
+through a real run: a tiny CPU MLP experiment, 4 repeats (seeds paired with
+the baseline's), three cells:
+
+  fusion=off                  the baseline: verdict "baseline"
+  fusion=on                   the same training, fused kernels: "equivalent"
+                              or "inconclusive", never "worse"
+  fusion=off, lr / 100        a planted difference: the learning rate 100x
+                              too small leaves the eval loss far above the
+                              baseline's on every seed: "worse", by the
+                              one-sided test (p_worse < alpha), not by divergence
+
+and the verdict's places: the cell JSON's summary.convergence (with its time
+to target and stability counts), summary.csv's columns and the terminal
+table's "vs baseline" column. About 5 s on two busy cores.
+"""
+
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+
+from e2e_helpers import RUNNER, cells_of, report
+
+EXPERIMENT = """name: convergence_e2e
+seed: 7
+steps: 60
+warmup_steps: 2
+repeats: 4
+batch_size: 32
+eval_every: 10
+numerics_every: 0
+model: {hidden_layers: 2, width: 32}
+data: {input_dim: 16, eval_samples: 256}
+optimizer: {lr: 0.01}
+matrix:
+  fusion: [off, on]
+include:
+  - {fusion: off, optimizer.lr: 0.0001}
+baseline: {fusion: off, optimizer.lr: 0.01}
+"""
+SAME, PLANTED, BASE = "fusion=on", "fusion=off,optimizer.lr=0.0001", "fusion=off"
+
+
+def main():
+    fails = []
+    with tempfile.TemporaryDirectory() as tmp:
+        yaml_path = os.path.join(tmp, "convergence_e2e.yaml")
+        with open(yaml_path, "w") as f:
+            f.write(EXPERIMENT)
+        out = os.path.join(tmp, "out")
+        proc = subprocess.run([RUNNER, yaml_path, "--device", "cpu", "--out", out], capture_output=True, text=True,
+                              timeout=300)
+        print(proc.stdout[-4000:], proc.stderr[-2000:])
+        if proc.returncode != 0:
+            return report([f"the runner exited {proc.returncode}"])
+        cells = cells_of(out)
+        ids = {cid.replace("optimizer.lr=0.01", "").strip(","): c for cid, c in cells.items()}
+        by = {}
+        for cid, c in cells.items():
+            if c["is_baseline"]:
+                by[BASE] = c
+            elif "0.0001" in cid:
+                by[PLANTED] = c
+            elif "fusion=on" in cid:
+                by[SAME] = c
+        if set(by) != {BASE, SAME, PLANTED}:
+            return report([f"expected the three cells, got {sorted(cells)} ({sorted(ids)})"])
+        conv = {k: c["summary"]["convergence"] for k, c in by.items()}
+        for k, v in conv.items():
+            if not isinstance(v, dict):
+                fails.append(f"{k}: summary.convergence is {v!r}, expected an object")
+        if fails:
+            return report(fails)
+        if conv[BASE]["verdict"] != "baseline":
+            fails.append(f"baseline verdict {conv[BASE]['verdict']!r}")
+        same = conv[SAME]
+        if same["verdict"] not in ("equivalent", "inconclusive"):
+            fails.append(f"identical training judged {same['verdict']!r}: {same['reason']}")
+        planted = conv[PLANTED]
+        if planted["verdict"] != "worse" or not planted["p_worse"] < planted["alpha"]:
+            fails.append(f"planted lr/100 judged {planted['verdict']!r} (p_worse {planted['p_worse']}): "
+                         f"{planted['reason']}")
+        for k in (SAME, PLANTED):
+            v = conv[k]
+            if v["n"] != 4 or len(v["paired_seeds"]) != 4 or v["paired_seeds"] != [7, 8, 9, 10]:
+                fails.append(f"{k}: expected 4 seeds 7..10 paired with the baseline's, got {v['paired_seeds']}")
+            if v["delta_source"] not in ("relative_1pct", "baseline_seed_sd") or not v["delta"] > 0:
+                fails.append(f"{k}: margin {v['delta']} from {v['delta_source']!r}")
+            if v["stability"]["diverged_seeds"] != 0:
+                fails.append(f"{k}: diverged seeds {v['stability']}")
+        ttt_same, ttt_planted = same["time_to_target"], planted["time_to_target"]
+        if ttt_same["reached"] + ttt_same["never_reached"] != 4 or ttt_planted["never_reached"] != 4:
+            fails.append(f"time to target: same {ttt_same['reached']} reached, planted "
+                         f"{ttt_planted['never_reached']} of 4 never reached (expected all 4: lr/100 does not get there)")
+        with open(os.path.join(out, "summary.csv")) as f:
+            rows = {r["cell_id"]: r for r in csv.DictReader(f)}
+        for cid, c in cells.items():
+            want = c["summary"]["convergence"]["verdict"]
+            if rows.get(cid, {}).get("convergence_verdict") != want:
+                fails.append(f"summary.csv {cid}: convergence_verdict {rows.get(cid, {}).get('convergence_verdict')!r}, "
+                             f"the cell file says {want!r}")
+        if "vs baseline" not in proc.stdout or "worse" not in proc.stdout:
+            fails.append("the terminal table has no 'vs baseline' column with the planted cell's 'worse'")
+    return report(fails)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+// The convergence verdict (runner/measure/convergence_verdict.h) on
+// constructed seeds whose answer is known: each rule of the verdict, the
+// margin's source, the seeds-needed count (against values computed with
+// scipy.stats.t.ppf), the stability veto and the time to target.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "runner/measure/convergence_verdict.h"
+
+namespace mpb {
+namespace {
+
+// A run that ends at `final_loss`; its eval curve falls linearly from 3 to it
+// over 5 eval points (steps 10..50), each step taking 2 ms.
+SeedRun run(uint64_t seed, double final_loss, double accuracy = NAN) {
+  SeedRun r;
+  r.seed = seed;
+  r.final_eval_loss = final_loss;
+  r.final_eval_accuracy = accuracy;
+  r.batch_size = 8;
+  for (int k = 1; k <= 5; ++k) {
+    r.eval_steps.push_back(10 * k);
+    r.eval_losses.push_back(3.0 + (final_loss - 3.0) * k / 5.0);
+  }
+  r.step_ms.assign(50, 2.0);
+  return r;
+}
+
+// Baseline seeds 100..104 with losses around 2.0 (sample SD ~0.0079, below 1% of 2.0 = 0.02).
+std::vector<SeedRun> baseline() {
+  const double losses[] = {2.00, 2.01, 1.99, 2.005, 1.995};
+  std::vector<SeedRun> runs;
+  for (int i = 0; i < 5; ++i) runs.push_back(run(100 + uint64_t(i), losses[i]));
+  return runs;
+}
+
+// The cell: each baseline seed's loss plus `shift` plus a seed-specific wiggle.
+std::vector<SeedRun> shifted(double shift, double wiggle) {
+  std::vector<SeedRun> runs = baseline();
+  const double w[] = {1, -1, 0.5, -0.5, 0};
+  for (size_t i = 0; i < runs.size(); ++i) runs[i] = run(runs[i].seed, runs[i].final_eval_loss + shift + wiggle * w[i]);
+  return runs;
+}
+
+TEST(ConvergenceMargin, DefaultIsTheLargerOfOnePercentAndTheBaselineSeedSd) {
+  const Margin tight = convergence_margin({2.0, 2.01, 1.99}, std::nullopt);
+  EXPECT_EQ(tight.source, "relative_1pct");
+  EXPECT_DOUBLE_EQ(tight.delta, 0.02);
+  const Margin noisy = convergence_margin({2.0, 2.2, 1.8}, std::nullopt);
+  EXPECT_EQ(noisy.source, "baseline_seed_sd");
+  EXPECT_NEAR(noisy.delta, 0.2, 1e-12);  // sample SD (ddof 1) of 1.8, 2.0, 2.2
+  const Margin set = convergence_margin({2.0, 2.2, 1.8}, 0.05);
+  EXPECT_EQ(set.source, "configured");
+  EXPECT_NEAR(set.delta, 0.1, 1e-12);
+  EXPECT_EQ(convergence_margin({2.0}, std::nullopt).source, "relative_1pct");  // one seed: no SD
+}
+
+TEST(ConvergenceVerdict, IdenticalRunsAreEquivalent) {
+  const ConvergenceVerdict v = convergence_verdict(baseline(), baseline(), ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "equivalent") << v.reason;
+  EXPECT_EQ(v.n, 5);
+  EXPECT_DOUBLE_EQ(v.mean_diff, 0.0);
+  EXPECT_EQ(v.p_lower, 0.0);  // no spread: the difference is certainly inside +-delta
+  EXPECT_EQ(v.seeds_needed, 2);
+}
+
+TEST(ConvergenceVerdict, SmallNoisyDifferenceInsideTheMarginIsEquivalent) {
+  const ConvergenceVerdict v = convergence_verdict(baseline(), shifted(0.002, 0.004), ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "equivalent") << v.reason;
+  EXPECT_LT(std::max(v.p_lower, v.p_upper), 0.05);
+  EXPECT_GT(v.ci_lo, -v.margin.delta);
+  EXPECT_LT(v.ci_hi, v.margin.delta);
+}
+
+TEST(ConvergenceVerdict, WorseByMoreThanTheMarginIsWorse) {
+  const ConvergenceVerdict v = convergence_verdict(baseline(), shifted(0.3, 0.01), ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "worse") << v.reason;
+  EXPECT_LT(v.p_worse, 0.05);
+  EXPECT_GT(v.ci_lo, v.margin.delta);
+}
+
+TEST(ConvergenceVerdict, BetterByMoreThanTheMarginIsBetter) {
+  const ConvergenceVerdict v = convergence_verdict(baseline(), shifted(-0.3, 0.01), ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "better") << v.reason;
+  EXPECT_LT(v.p_better, 0.05);
+}
+
+TEST(ConvergenceVerdict, AWideIntervalIsInconclusiveAndSaysHowManySeedsWouldDo) {
+  // Mean difference 0, but seeds disagree by +-0.1 against a margin of 0.02.
+  const ConvergenceVerdict v = convergence_verdict(baseline(), shifted(0.0, 0.1), ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "inconclusive") << v.reason;
+  ASSERT_TRUE(v.seeds_needed.has_value());
+  EXPECT_GT(*v.seeds_needed, 5);
+}
+
+TEST(ConvergenceVerdict, WorseButNotSurelyBeyondTheMarginIsNotWorse) {
+  // 1.5 x delta worse on average, but too noisy for the one-sided test beyond delta to reject.
+  const ConvergenceVerdict v = convergence_verdict(baseline(), shifted(0.03, 0.05), ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "inconclusive") << v.reason;
+  EXPECT_GE(v.p_worse, 0.05);
+}
+
+TEST(ConvergenceVerdict, FewerThanTwoPairedSeedsIsInconclusive) {
+  std::vector<SeedRun> cell = {run(100, 2.0), run(999, 2.0)};  // seed 999: not in the baseline
+  const ConvergenceVerdict v = convergence_verdict(baseline(), cell, ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "inconclusive");
+  EXPECT_EQ(v.n, 1);
+}
+
+TEST(ConvergenceVerdict, ADivergedSeedIsWorse) {
+  std::vector<SeedRun> cell = baseline();
+  cell[2].final_eval_loss = NAN;
+  cell[2].diverged = true;
+  const ConvergenceVerdict v = convergence_verdict(baseline(), cell, ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "worse") << v.reason;
+  EXPECT_EQ(v.diverged_seeds, 1);
+  EXPECT_EQ(v.n, 4);  // the diverged seed is not paired
+}
+
+TEST(ConvergenceVerdict, MoreSkippedOrNanStepsThanTheBaselineIsNeverEquivalent) {
+  std::vector<SeedRun> cell = baseline();
+  cell[0].skipped_steps = 3;
+  ConvergenceVerdict v = convergence_verdict(baseline(), cell, ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "inconclusive") << v.reason;
+  EXPECT_EQ(v.skipped_steps, 3);
+  std::vector<SeedRun> base = baseline();
+  base[1].skipped_steps = 3;  // as many skipped as the baseline: equivalent again
+  EXPECT_EQ(convergence_verdict(base, cell, ConvergenceSettings{}).verdict, "equivalent");
+  cell = baseline();
+  cell[4].nan_steps = 1;
+  EXPECT_EQ(convergence_verdict(baseline(), cell, ConvergenceSettings{}).verdict, "inconclusive");
+}
+
+TEST(ConvergenceVerdict, AccuracyIsWorseWhenLower) {
+  std::vector<SeedRun> base, cell;
+  const double acc[] = {0.80, 0.81, 0.79, 0.805, 0.795};
+  for (int i = 0; i < 5; ++i) {
+    base.push_back(run(uint64_t(i), 2.0, acc[i]));
+    cell.push_back(run(uint64_t(i), 2.0, acc[i] - 0.2 + 0.001 * i));
+  }
+  ConvergenceSettings s;
+  s.metric = "eval_accuracy";
+  const ConvergenceVerdict v = convergence_verdict(base, cell, s);
+  EXPECT_EQ(v.verdict, "worse") << v.reason;
+  EXPECT_LT(v.mean_diff, 0.0);  // reported as cell - baseline
+  EXPECT_EQ(convergence_verdict(cell, base, s).verdict, "better");
+}
+
+TEST(ConvergenceVerdict, SeedsNeededMatchesScipy) {
+  // scipy: smallest n with (t.ppf(0.95, n-1) + t.ppf(0.9, n-1)) * sd / sqrt(n) <= 1.
+  EXPECT_EQ(tost_seeds_needed(1.0, 1.0, 0.05), 11);
+  EXPECT_EQ(tost_seeds_needed(0.5, 1.0, 0.05), 4);
+  EXPECT_EQ(tost_seeds_needed(0.0, 1.0, 0.05), 2);
+  EXPECT_FALSE(tost_seeds_needed(1e6, 1.0, 0.05).has_value());
+}
+
+TEST(TimeToTarget, FirstSmoothedEvalAtOrBelowTheTarget) {
+  SeedRun r = run(1, 2.0);  // evals 2.8, 2.6, 2.4, 2.2, 2.0 at steps 10..50
+  // Smoothed (trailing mean of 3): 2.8, 2.7, 2.6, 2.4, 2.2.
+  TimeToTarget t = time_to_target({r}, 2.45);
+  ASSERT_TRUE(t.step[0].has_value());
+  EXPECT_EQ(*t.step[0], 40);  // the raw curve reached 2.4 at step 30; smoothed at 40
+  EXPECT_DOUBLE_EQ(t.samples[0], 40.0 * 8);
+  EXPECT_DOUBLE_EQ(t.seconds[0], 40 * 2.0 / 1000.0);
+  t = time_to_target({r}, 2.1);
+  EXPECT_FALSE(t.step[0].has_value());
+  EXPECT_EQ(t.never_reached, 1);
+  EXPECT_TRUE(std::isnan(t.seconds[0]));
+}
+
+}  // namespace
+}  // namespace mpb
