@@ -17,7 +17,8 @@ regressed (or improved); not significant: same; no spread to test against
 step-block medians (10 consecutive blocks per repeat) is reported beside it;
 it sees changes within a run but is blind to run-to-run drift.
 Peak memory and losses are deterministic for a fixed seed, so they are compared
-against their threshold directly.
+against their threshold directly. The convergence verdict (summary.convergence) regresses when it
+goes from equivalent (or better) to worse; other changes are reported, not gated (compare/convergence.py).
 
 When BASE and NEW come from different machines (manifest device kind/name/GPU)
 nothing is a regression: the output is a generation table instead. The same
@@ -46,6 +47,7 @@ import numpy as np
 
 from mpbench import output as mo
 from mpbench import results as mr
+from mpbench.compare.convergence import METRIC as CONVERGENCE, convergence_results
 from mpbench.compare.generations import ratio_of, report_generations
 from mpbench.results import environment_differences, environment_text, format_table
 from mpbench.stats import BLOCKS_PER_REPEAT, block_medians, pooled_log_sd, pooled_t_test, u_test  # noqa: F401
@@ -150,6 +152,7 @@ class Result:
     n_blocks_base: int = None
     n_blocks_new: int = None
     p_raw: float = None              # p_value before the Holm adjustment over cells
+    text: str = ""                   # shown instead of a change (the convergence verdict's transition)
 
     def to_json(self):
         return {k: clean(v) for k, v in self.__dict__.items()}
@@ -269,7 +272,8 @@ def repeat_spreads(pairs):
 def compare_cells(base_cell, new_cell, opts, spreads):
     cid = base_cell.cell_id
     return [compare_noisy(m, cid, base_cell, new_cell, spreads[m.name]) if m.noisy
-            else compare_deterministic(m, cid, base_cell, new_cell, opts) for m in METRICS]
+            else compare_deterministic(m, cid, base_cell, new_cell, opts) for m in METRICS
+            ] + convergence_results(base_cell, new_cell, Result)
 
 
 def power_warning(results):
@@ -355,6 +359,8 @@ def percent_change_text(ratio):
 def change_text(r):
     """Change as text: "-20.0% p=0.001 (blk 1e-06)" for noisy metrics (p of the t test over
     repeats, then of the U test over step blocks), "+0.0%" for deterministic ones; "p=?" = untestable."""
+    if r.text:
+        return r.text
     text = percent_change_text(r.ratio) if mr.finite(r.ratio) else (r.note or "—")
     if r.p_value is not None:
         text += f" p={r.p_value:.3g}" if mr.finite(r.p_value) else " p=?"
@@ -384,12 +390,12 @@ def comparison_table_text(comparison):
     by_cell = {}
     for r in comparison.results:
         by_cell.setdefault(r.cell_id, []).append(r)
-    header = ["cell"] + [m.name for m in METRICS] + ["verdict"]
+    columns = [m.name for m in METRICS] + [CONVERGENCE]
     rows = []
     for cid, results in by_cell.items():
         changes = {r.metric: change_text(r) for r in results}
-        rows.append([cid] + [changes.get(m.name, "—") for m in METRICS] + [verdict_text(results)])
-    return format_table([header], rows, align="l" + "r" * len(METRICS) + "l")
+        rows.append([cid] + [changes.get(name, "—") for name in columns] + [verdict_text(results)])
+    return format_table([["cell"] + columns + ["verdict"]], rows, align="l" + "r" * len(columns) + "l")
 
 
 def details_table_text(results):
