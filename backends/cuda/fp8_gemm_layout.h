@@ -1,6 +1,6 @@
 // How an FP8 GEMM is laid out for cuBLASLt: padded dimensions, whether the
 // output goes through a scratch matrix, the bias type and the accumulation
-// mode. Pure host code (no CUDA headers): gemm_cublaslt.cu acts on it and
+// mode. Pure host code (no CUDA headers): gemm_cublaslt.cu and gemm_fp8.cpp act on it and
 // tests/backends/cuda/test_fp8_gemm_layout.cpp proves every decision on the CPU.
 //
 // The rules (cuBLAS docs, cublasLtMatmul, "FP8" requirements, and what the

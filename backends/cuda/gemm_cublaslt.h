@@ -1,4 +1,4 @@
-// GEMM on the GPU through cuBLASLt (see gemm_cublaslt.cu for the row-major to
+// GEMM on the GPU through cuBLASLt (see gemm_cublaslt_impl.h for its parts: the row-major to
 // column-major mapping, the epilogue and bias-type rules and the plan cache).
 #pragma once
 

@@ -13,7 +13,7 @@
 namespace mpb::cuda {
 
 // How the graph declares the padding bias. The memory is the same [B, Tk]
-// values either way (attention.cu's attention_bias_kernel), so a retry in
+// values either way (attention_sdpa_call.cu's attention_bias_kernel), so a retry in
 // the other form needs no other buffer.
 enum class SdpaBiasForm {
   // dims {B,1,1,Tk}, strides {Tk,Tk,Tk,1}: broadcast over heads and queries.

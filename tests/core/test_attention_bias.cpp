@@ -1,5 +1,5 @@
 // The additive padding bias that the CUDA backend hands cuDNN SDPA
-// (backends/cuda/attention.cu: a [B,1,1,Tk] tensor in q's dtype, built by
+// (backends/cuda/attention_sdpa_call.cu: a [B,1,1,Tk] tensor in q's dtype, built by
 // scalar::attention_bias of ops/attention.h) reproduces the mask rule the
 // CPU's masked_logit applies: stored in the dtype it loses nothing (its
 // values are 0, the rounded mask, or NaN), and scale * s + bias is

@@ -38,7 +38,7 @@ TEST(SdpaPolicy, BothBiasFormsReadTheSameKeyValidValues) {
   EXPECT_EQ(per_query.dim, (std::array<int64_t, 4>{B, 1, Tq, Tk}));
   EXPECT_EQ(per_query.stride, (std::array<int64_t, 4>{Tk, Tk, 0, 1}));  // the retry
   // Every score (b, h, i, j) gets bias[b * Tk + j] (key j of batch b) in
-  // both forms, and no read leaves the B * Tk elements attention.cu writes.
+  // both forms, and no read leaves the B * Tk elements attention_sdpa_call.cu writes.
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < Tq; ++i)
