@@ -81,14 +81,11 @@ std::string sprintf_string(const char* format, double a, double b = 0.0, double 
 
 }  // namespace
 
-ConvergenceVerdict convergence_verdict(const std::vector<SeedRun>& baseline, const std::vector<SeedRun>& cell,
-                                       const ConvergenceSettings& settings) {
-  ConvergenceVerdict v;
-  v.metric = settings.metric;
-  v.alpha = settings.alpha;
-  // Positive is worse: a higher loss, a lower accuracy.
-  const double worse_sign = settings.metric == "eval_accuracy" ? -1.0 : 1.0;
+namespace {
 
+// The stability counts of both sides, and the margin from the baseline's finite values.
+void count_and_margin(ConvergenceVerdict& v, const std::vector<SeedRun>& baseline, const std::vector<SeedRun>& cell,
+                      const ConvergenceSettings& settings) {
   std::vector<double> base_values;
   for (const SeedRun& r : baseline) {
     v.baseline_diverged_seeds += r.diverged;
@@ -102,7 +99,12 @@ ConvergenceVerdict convergence_verdict(const std::vector<SeedRun>& baseline, con
     v.skipped_steps += r.skipped_steps;
   }
   v.margin = convergence_margin(base_values, settings.margin);
+}
 
+// Pairs seeds finite on both sides and runs the tests (two or more pairs).
+void pair_and_test(ConvergenceVerdict& v, const std::vector<SeedRun>& baseline, const std::vector<SeedRun>& cell,
+                   const ConvergenceSettings& settings) {
+  const double worse_sign = settings.metric == "eval_accuracy" ? -1.0 : 1.0;  // positive is worse
   std::vector<double> diff, worsening;
   for (const SeedRun& c : cell) {
     const auto b = std::find_if(baseline.begin(), baseline.end(), [&](const SeedRun& r) { return r.seed == c.seed; });
@@ -114,75 +116,78 @@ ConvergenceVerdict convergence_verdict(const std::vector<SeedRun>& baseline, con
     worsening.push_back(worse_sign * (cv - bv));
   }
   v.n = int(diff.size());
+  if (v.n == 1) v.mean_diff = diff[0];
+  if (v.n < 2) return;
+  const MeanInterval ci = mean_interval(diff, 1.0 - 2.0 * settings.alpha);
+  v.mean_diff = ci.mean;
+  v.ci_lo = ci.lo;
+  v.ci_hi = ci.hi;
+  v.diff_sd = sample_sd(diff);
   const double delta = v.margin.delta;
-  if (v.n >= 2) {
-    const MeanInterval ci = mean_interval(diff, 1.0 - 2.0 * settings.alpha);
-    v.mean_diff = ci.mean;
-    v.ci_lo = ci.lo;
-    v.ci_hi = ci.hi;
-    v.diff_sd = sample_sd(diff);
-    if (delta > 0.0) {
-      const Tost tost = tost_paired(worsening, delta);
-      v.p_lower = tost.p_lower;
-      v.p_upper = tost.p_upper;
-      v.p_worse = one_sample_t(worsening, +delta).p_greater;
-      v.p_better = one_sample_t(worsening, -delta).p_less;
-      v.seeds_needed = tost_seeds_needed(v.diff_sd, delta, settings.alpha);
-    }
-  } else if (v.n == 1) {
-    v.mean_diff = diff[0];
-  }
+  if (!(delta > 0.0)) return;
+  const Tost tost = tost_paired(worsening, delta);
+  v.p_lower = tost.p_lower;
+  v.p_upper = tost.p_upper;
+  v.p_worse = one_sample_t(worsening, +delta).p_greater;
+  v.p_better = one_sample_t(worsening, -delta).p_less;
+  v.seeds_needed = tost_seeds_needed(v.diff_sd, delta, settings.alpha);
+}
 
+// What keeps a TOST-equivalent cell from being `equivalent`; empty: stable.
+std::string instability(const ConvergenceVerdict& v) {
+  std::string why;
+  if (v.diverged_seeds > 0) why += std::to_string(v.diverged_seeds) + " diverged seed(s); ";
+  if (v.nan_steps > v.baseline_nan_steps)
+    why += std::to_string(v.nan_steps) + " NaN steps vs the baseline's " + std::to_string(v.baseline_nan_steps) + "; ";
+  if (v.skipped_steps > v.baseline_skipped_steps)
+    why += std::to_string(v.skipped_steps) + " skipped steps vs the baseline's " +
+           std::to_string(v.baseline_skipped_steps) + "; ";
+  return why.empty() ? why : why.substr(0, why.size() - 2);
+}
+
+// The rule of the header, on the counts and tests already filled in.
+void decide(ConvergenceVerdict& v) {
+  const double alpha = v.alpha;
   if (v.diverged_seeds > v.baseline_diverged_seeds) {
     v.verdict = "worse";
     v.reason = std::to_string(v.diverged_seeds) + " diverged seed(s), the baseline " +
                std::to_string(v.baseline_diverged_seeds);
-    return v;
-  }
-  if (v.n < 2) {
+  } else if (v.n < 2) {
     v.verdict = "inconclusive";
     v.reason = std::to_string(v.n) + " seed(s) paired with the baseline (finite in both); a t test needs 2";
-    return v;
-  }
-  if (!(delta > 0.0)) {
+  } else if (!(v.margin.delta > 0.0)) {
     v.verdict = "inconclusive";
     v.reason = "the margin is 0 (the baseline's mean metric is 0 and its seeds agree)";
-    return v;
-  }
-  const double alpha = settings.alpha;
-  if (v.p_worse < alpha) {
+  } else if (v.p_worse < alpha) {
     v.verdict = "worse";
     v.reason = sprintf_string("worse by more than delta: one-sided p = %.3g < alpha %.3g", v.p_worse, alpha);
-    return v;
-  }
-  if (v.p_better < alpha) {
+  } else if (v.p_better < alpha) {
     v.verdict = "better";
     v.reason = sprintf_string("better by more than delta: one-sided p = %.3g < alpha %.3g", v.p_better, alpha);
-    return v;
+  } else if (const double p = std::max(v.p_lower, v.p_upper); p < alpha) {
+    const std::string unstable = instability(v);
+    v.verdict = unstable.empty() ? "equivalent" : "inconclusive";
+    v.reason = unstable.empty()
+                   ? sprintf_string("within +-delta: TOST p = %.3g < alpha %.3g", p, alpha)
+                   : "final quality within +-delta (TOST p = " + sprintf_string("%.3g", p) + ") but not stable: " +
+                         unstable;
+  } else {
+    v.verdict = "inconclusive";
+    v.reason = sprintf_string("the interval is too wide for the margin: TOST p = %.3g >= alpha %.3g", p, alpha);
+    if (v.seeds_needed) v.reason += "; about " + std::to_string(*v.seeds_needed) + " seeds would settle it";
   }
-  const double p_equivalence = std::max(v.p_lower, v.p_upper);
-  if (p_equivalence < alpha) {
-    std::string unstable;
-    if (v.diverged_seeds > 0) unstable += std::to_string(v.diverged_seeds) + " diverged seed(s); ";
-    if (v.nan_steps > v.baseline_nan_steps)
-      unstable += std::to_string(v.nan_steps) + " NaN steps vs the baseline's " + std::to_string(v.baseline_nan_steps) + "; ";
-    if (v.skipped_steps > v.baseline_skipped_steps)
-      unstable += std::to_string(v.skipped_steps) + " skipped steps vs the baseline's " +
-                  std::to_string(v.baseline_skipped_steps) + "; ";
-    if (unstable.empty()) {
-      v.verdict = "equivalent";
-      v.reason = sprintf_string("within +-delta: TOST p = %.3g < alpha %.3g", p_equivalence, alpha);
-    } else {
-      v.verdict = "inconclusive";
-      v.reason = "final quality within +-delta (TOST p = " + sprintf_string("%.3g", p_equivalence) +
-                 ") but not stable: " + unstable.substr(0, unstable.size() - 2);
-    }
-    return v;
-  }
-  v.verdict = "inconclusive";
-  v.reason = sprintf_string("the interval is too wide for the margin: TOST p = %.3g >= alpha %.3g", p_equivalence,
-                            alpha);
-  if (v.seeds_needed) v.reason += "; about " + std::to_string(*v.seeds_needed) + " seeds would settle it";
+}
+
+}  // namespace
+
+ConvergenceVerdict convergence_verdict(const std::vector<SeedRun>& baseline, const std::vector<SeedRun>& cell,
+                                       const ConvergenceSettings& settings) {
+  ConvergenceVerdict v;
+  v.metric = settings.metric;
+  v.alpha = settings.alpha;
+  count_and_margin(v, baseline, cell, settings);
+  pair_and_test(v, baseline, cell, settings);
+  decide(v);
   return v;
 }
 
