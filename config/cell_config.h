@@ -26,6 +26,10 @@ enum class DataKind { Teacher, Markov, Text };
 // data.tokenizer (data.kind text): SentencePiece subwords trained on the corpus, or bytes.
 enum class TextTokenizerKind { SentencePiece, Bytes };
 enum class OptimizerKind { AdamW, Sgd, Lamb };
+// LAMB's trust ratio over a tensor that packs several layers
+// (ParamInfo::packed_layers, BERT's QKV): one ratio per layer, as the
+// reference model's separate Linears get (split), or one for the whole (packed).
+enum class LambQkv { Split, Packed };
 enum class LrDecay { None, Linear, Cosine };
 // model.pad_vocab: auto pads where it pays, for BERT cells on a CUDA device (train/cell_factory.h).
 enum class PadVocab { Off, On, Auto };
@@ -89,6 +93,9 @@ struct OptimizerConfig {
   // LAMB: divide the moments by 1 - beta^t (apex FusedLAMB's bias_correction,
   // on by default as there); AdamW always does, so off is LAMB-only.
   bool bias_correction = true;
+  // LAMB: optimizer.lamb_qkv. Split by default: NVIDIA's BERT recipe, which
+  // LAMB follows, has separate query, key and value layers.
+  LambQkv lamb_qkv = LambQkv::Split;
 };
 
 // One fully resolved training run (a cell of the matrix).

@@ -258,6 +258,8 @@ const std::vector<KeySpec>& keys() {
                                                              MPB_FIELD(optimizer.decay)),
       decay_exclude("optimizer.decay_exclude"),
       choice ("optimizer.bias_correction", kOffOn,           MPB_FIELD(optimizer.bias_correction), kOffOnAliases),
+      choice ("optimizer.lamb_qkv", Names<LambQkv>{{LambQkv::Split, "split"}, {LambQkv::Packed, "packed"}},
+                                                             MPB_FIELD(optimizer.lamb_qkv)),
   };
   return table;
 }
@@ -419,6 +421,9 @@ nlohmann::json cell_config_to_json(const CellConfig& config) {
     // rejects it off elsewhere): other cells keep the config_hash they had
     // before the key existed.
     if (spec.key == "optimizer.bias_correction" && config.optimizer.kind != OptimizerKind::Lamb) continue;
+    // optimizer.lamb_qkv likewise (LAMB only). LAMB cells always write it:
+    // their results from before it (one ratio for the packed QKV) no longer match.
+    if (spec.key == "optimizer.lamb_qkv" && config.optimizer.kind != OptimizerKind::Lamb) continue;
     // data.tokenizer means something to data.kind text only: other cells keep
     // the config_hash they had before the key existed.
     if (spec.key == "data.tokenizer" && config.data.kind != DataKind::Text) continue;

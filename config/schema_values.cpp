@@ -298,6 +298,11 @@ std::optional<CellProblem> check_cell_config(const CellConfig& c, bool reject_un
                        "optimizer.bias_correction off applies to LAMB only (AdamW always corrects its moments; "
                        "got optimizer.kind " + name("optimizer.kind") + ")"};
   }
+  if (c.optimizer.lamb_qkv == LambQkv::Packed && c.optimizer.kind != OptimizerKind::Lamb) {
+    return CellProblem{{"optimizer.lamb_qkv", "optimizer.kind"},
+                       "optimizer.lamb_qkv packed applies to LAMB only (its trust ratio per tensor; "
+                       "got optimizer.kind " + name("optimizer.kind") + ")"};
+  }
   if (c.model.kind == ModelKind::Mlp && c.checkpointing != CheckpointPolicy::Off) {
     return CellProblem{{"checkpointing", "model.kind"},
                        "checkpointing '" + name("checkpointing") +

@@ -13,12 +13,12 @@ namespace mpb {
 // zero-initialised tensor is a bias (LayerNorm's beta included), every
 // one-initialised one a LayerNorm gain (tests/models/test_bert.cpp checks the
 // roles against the names).
-int BertParams::add(const std::string& name, Shape shape, Init init) {
+int BertParams::add(const std::string& name, Shape shape, Init init, int packed_layers) {
   init_.push_back(init);
   const ParamRole role = init == Init::Zero  ? ParamRole::Bias
                          : init == Init::One ? ParamRole::Norm
                                              : ParamRole::Weight;
-  return store_->add(name, shape, role);
+  return store_->add(name, shape, role, packed_layers);
 }
 
 BertParams::BertParams(ParamStore& store, const BertConfig& cfg)
@@ -45,9 +45,10 @@ BertParams::BertParams(ParamStore& store, const BertConfig& cfg)
     }
     // One fused QKV projection instead of attention.self.query/key/value:
     // rows [0,C) are the query weight, [C,2C) the key, [2C,3C) the value
-    // (torch.cat of the three [C,C] weights along dim 0; likewise the bias).
-    a[0] = add(p + "attention.qkv.weight", Shape{3 * C, C}, Init::Normal);
-    a[1] = add(p + "attention.qkv.bias", Shape{3 * C}, Init::Zero);
+    // (torch.cat of the three [C,C] weights along dim 0; likewise the bias),
+    // so both pack 3 layers of the reference model (ParamInfo::packed_layers).
+    a[0] = add(p + "attention.qkv.weight", Shape{3 * C, C}, Init::Normal, 3);
+    a[1] = add(p + "attention.qkv.bias", Shape{3 * C}, Init::Zero, 3);
     a[2] = add(p + "attention.output.dense.weight", Shape{C, C}, Init::Normal);
     a[3] = add(p + "attention.output.dense.bias", Shape{C}, Init::Zero);
     if (!pre_ln) {

@@ -54,7 +54,7 @@ class BertParams {
 
  private:
   enum class Init { Normal, Zero, One };
-  int add(const std::string& name, Shape shape, Init init);
+  int add(const std::string& name, Shape shape, Init init, int packed_layers = 1);
 
   ParamStore* store_;
   std::vector<Init> init_;

@@ -27,6 +27,11 @@ struct ParamInfo {
   Shape shape;
   int64_t offset = 0;  // into the flat parameter / gradient buffers
   ParamRole role = ParamRole::Weight;
+  // How many layers of the reference model this tensor packs as equal blocks
+  // of its first dimension: BERT's attention.qkv is 3 (query, key, value
+  // Linears concatenated along dim 0). An optimizer that treats each layer as
+  // one tensor (LAMB's trust ratio, optimizer.lamb_qkv split) cuts it there.
+  int packed_layers = 1;
 };
 
 struct EvalSums {

@@ -1,12 +1,16 @@
 #include "models/param_store.h"
 
 #include <stdexcept>
+#include <string>
 
 namespace mpb {
 
-int ParamStore::add(const std::string& name, Shape shape, ParamRole role) {
+int ParamStore::add(const std::string& name, Shape shape, ParamRole role, int packed_layers) {
   if (allocated()) throw std::logic_error("ParamStore::add('" + name + "') after allocate()");
-  info_.push_back({name, shape, numel_, role});
+  if (packed_layers < 1 || (packed_layers > 1 && (shape.ndim == 0 || shape[0] % packed_layers != 0)))
+    throw std::logic_error("ParamStore::add('" + name + "'): " + std::to_string(packed_layers) +
+                           " packed layers do not divide its first dimension");
+  info_.push_back({name, shape, numel_, role, packed_layers});
   numel_ += shape.numel();
   return static_cast<int>(info_.size()) - 1;
 }

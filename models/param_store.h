@@ -43,8 +43,9 @@ class ParamStore {
   ParamStore(Device& dev, const PrecisionPolicy& policy) : dev_(&dev), pol_(policy) {}
 
   // The table: tensors at consecutive offsets in the order added. Returns the
-  // tensor's index (for ref). Only before allocate().
-  int add(const std::string& name, Shape shape, ParamRole role);
+  // tensor's index (for ref). Only before allocate(). packed_layers:
+  // ParamInfo::packed_layers (it must divide shape[0]).
+  int add(const std::string& name, Shape shape, ParamRole role, int packed_layers = 1);
   const std::vector<ParamInfo>& info() const { return info_; }
   int64_t numel() const { return numel_; }  // all parameters together
 

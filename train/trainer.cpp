@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/numerics.h"
+#include "train/lamb_tensors.h"
 #include "train/lr_schedule.h"
 
 namespace mpb {
@@ -30,11 +31,7 @@ Trainer::Trainer(Device& dev, Model& model, const Dataset& data, const CellConfi
     decayed_.push_back(std::find(exclude.begin(), exclude.end(), p.role) == exclude.end());
   no_decay_ = no_decay_ranges(model.param_info(), exclude);
   if (cfg.optimizer.kind == OptimizerKind::Lamb) {
-    const auto& params = model.param_info();
-    for (size_t i = 0; i < params.size(); ++i) {
-      const int64_t n = params[i].shape.numel();
-      if (n > 0) lamb_tensors_.push_back({params[i].offset, params[i].offset + n, decayed_[i]});
-    }
+    lamb_tensors_ = lamb_tensors(model.param_info(), decayed_, cfg.optimizer.lamb_qkv);
     // Allocated here, once, so that no step allocates.
     lamb_scratch_ = dev.alloc(Shape{lamb_scratch_floats(lamb_tensors_.size())}, DType::F32, MemCategory::Optimizer);
   }

@@ -114,7 +114,8 @@ class Trainer {
   // decay, and the flat ranges that don't, adjacent tensors merged.
   std::vector<bool> decayed_;
   std::vector<ElementRange> no_decay_;
-  // LAMB: one trust ratio per parameter tensor, and the device's scratch for its norms.
+  // LAMB: one trust ratio per tensor (train/lamb_tensors.h: BERT's packed QKV
+  // as q, k, v unless optimizer.lamb_qkv packed), and the device's scratch for its norms.
   std::vector<LambTensor> lamb_tensors_;
   DeviceBuffer lamb_scratch_;
   int64_t applied_ = 0;  // AdamW's step count: skipped steps don't advance it (as with GradScaler)

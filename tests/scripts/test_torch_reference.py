@@ -10,6 +10,7 @@ BERT cells are skipped, with the runner's reason, while the runner can't
 build BERT cells yet.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -117,10 +118,32 @@ class LambMatchesPaper(ReferenceCase):
     the paper (torch has no LAMB): 10 steps of BERT-tiny, every final weight."""
 
     def test_bias_correction_unfused(self):
-        self.check_cell(LAMB_YAML, "optimizer.bias_correction=on", "bert_lamb")
+        """optimizer.lamb_qkv split: q, k, v as separate Linears in PyTorch, three trust ratios."""
+        self.check_cell(LAMB_YAML, "optimizer.bias_correction=on,optimizer.lamb_qkv=split", "bert_lamb")
+
+    def test_packed_qkv(self):
+        """optimizer.lamb_qkv packed: one [3C, C] Linear in PyTorch, one trust ratio."""
+        self.check_cell(LAMB_YAML, "optimizer.lamb_qkv=packed", "bert_lamb_packed")
 
     def test_no_bias_correction_fused(self):
         self.check_cell(LAMB_YAML, "optimizer.bias_correction=off", "bert_lamb_no_bc")
+
+    def test_the_check_tells_split_from_packed(self):
+        """The packed cell's run checked against the split reference (separate
+        q, k, v Linears) fails on the QKV weights: the check sees the difference."""
+        out, proc = self.export(LAMB_YAML, "optimizer.lamb_qkv=packed", "bert_lamb_mislabelled")
+        self.assertEqual(proc.returncode, 0, describe(proc))
+        meta_path = os.path.join(out, "meta.json")
+        with open(meta_path) as f:
+            meta = json.load(f)
+        meta["config"]["optimizer"]["lamb_qkv"] = "split"
+        with open(meta_path, "w") as f:
+            json.dump(meta, f)
+        proc = run([PYTHON, os.path.join(SCRIPTS, "torch_reference.py"), out])
+        self.assertEqual(proc.returncode, 0, "torch_reference.py: " + describe(proc))
+        proc = run([PYTHON, os.path.join(SCRIPTS, "check_reference.py"), out])
+        self.assertEqual(proc.returncode, 1, describe(proc))
+        self.assertRegex(proc.stdout, r"final\.encoder\.layer\.\d\.attention\.qkv\.weight .* FAIL")
 
 
 class ExportCli(ReferenceCase):

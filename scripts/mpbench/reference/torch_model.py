@@ -27,7 +27,11 @@ takes its step.
 PyTorch runs in float32, as the model does, so scripts/check_reference.py
 compares two fp32 implementations; see its tolerances.
 
-Models: the MLP (models/mlp.cpp) and BERT (models/bert.cpp). Everything
+Models: the MLP (models/mlp.cpp) and BERT (models/bert.cpp); for a LAMB
+cell with optimizer.lamb_qkv split, BERT's attention has separate query, key
+and value Linears, as NVIDIA's BERT recipe (mpbench's packed attention.qkv
+tensors are split into them on load and concatenated back for the check), so
+PaperLamb gives each its own trust ratio. Everything
 needs only numpy and torch; the safetensors files are read and written by
 mpbench.reference.safetensors (the safetensors package is not needed).
 """
@@ -115,6 +119,7 @@ def build_bert(meta):
     eps = float(cfg["ln_eps"])
     mask_value = -1e9
     D = C // heads
+    qkv_layers = separate_qkv(meta)
     gelu = nn.GELU(approximate="tanh")
 
     def ln(dim):
@@ -147,14 +152,19 @@ def build_bert(meta):
             super().__init__()
             if pre_ln:
                 self.ln = ln(C)
-            # One [3C, C] projection: rows [0,C) query, [C,2C) key, [2C,3C) value.
-            self.qkv = nn.Linear(C, 3 * C)
+            if qkv_layers:  # NVIDIA's BERT recipe: three Linears (LAMB: three trust ratios)
+                self.query, self.key, self.value = nn.Linear(C, C), nn.Linear(C, C), nn.Linear(C, C)
+            else:  # One [3C, C] projection: rows [0,C) query, [C,2C) key, [2C,3C) value.
+                self.qkv = nn.Linear(C, 3 * C)
             self.output = Dense(C, C, not pre_ln)
 
         def forward(self, x, key_valid):
             B = x.shape[0]
-            qkv = self.qkv(x).view(B, T, 3, heads, D).permute(2, 0, 3, 1, 4)  # [3, B, H, T, D]
-            q, k, v = qkv[0], qkv[1], qkv[2]
+            if qkv_layers:
+                q, k, v = (f(x).view(B, T, heads, D).transpose(1, 2) for f in (self.query, self.key, self.value))
+            else:
+                qkv = self.qkv(x).view(B, T, 3, heads, D).permute(2, 0, 3, 1, 4)  # [3, B, H, T, D]
+                q, k, v = qkv[0], qkv[1], qkv[2]
             s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D))
             s = s + (1.0 - key_valid.to(s.dtype))[:, None, None, :] * mask_value  # padded keys
             p = torch.softmax(s, dim=-1)
@@ -230,7 +240,7 @@ def build_bert(meta):
             return logits  # [B*T, V] (dense) or [masked, V] (sparse), rows as mpbench's logits()
 
     model = Bert()
-    got, want = set(model.state_dict()), set(shapes)
+    got, want = set(model.state_dict()), {part for n in shapes for part in torch_parts(meta, n)}
     if got != want:
         raise Unsupported(f"the PyTorch BERT's parameters differ from the export's: "
                           f"only here {sorted(got - want)}, only exported {sorted(want - got)}")
@@ -239,19 +249,53 @@ def build_bert(meta):
 
 BUILDERS = {"mlp": build_mlp, "bert": build_bert}
 
+QKV_NAME = re.compile(r"^(encoder\.layer\.\d+\.attention\.)qkv\.(weight|bias)$")
+
+
+def separate_qkv(meta):
+    """Whether the BERT reference has separate query/key/value Linears: for a
+    LAMB cell with optimizer.lamb_qkv split (the default; an export from before
+    the key has none and gave QKV one trust ratio, packed). The forward and
+    backward are the packed projection's; LAMB's trust ratio per tensor then
+    is per layer, as in NVIDIA's BERT recipe."""
+    o = meta["config"]["optimizer"]
+    return meta["model"]["kind"] == "bert" and o.get("kind") == "lamb" and o.get("lamb_qkv", "packed") == "split"
+
+
+def torch_parts(meta, name):
+    """The reference's parameters that make up mpbench's tensor `name`, in
+    order along dim 0: the query, key and value Linears' for a packed
+    attention.qkv with separate_qkv, else the tensor itself."""
+    m = QKV_NAME.match(name)
+    if not m or not separate_qkv(meta):
+        return [name]
+    return [f"{m.group(1)}{layer}.{m.group(2)}" for layer in ("query", "key", "value")]
+
 
 def build_model(meta, weights):
+    """The model with the exported weights, and its parameters by torch name
+    in mpbench's order (the optimizer's order doesn't change the math)."""
     kind = meta["model"]["kind"]
     if kind not in BUILDERS:
         raise Unsupported(f"model kind {kind!r} has no PyTorch reference (known: {', '.join(BUILDERS)})")
     model = BUILDERS[kind](meta)
-    state = {p["name"]: torch.from_numpy(np.asarray(weights[p["name"]], dtype=np.float32)) for p in meta["params"]}
+    state = {}
+    for p in meta["params"]:
+        parts = torch_parts(meta, p["name"])
+        whole = np.asarray(weights[p["name"]], dtype=np.float32)
+        for part, block in zip(parts, np.split(whole, len(parts), axis=0)):
+            state[part] = torch.from_numpy(np.ascontiguousarray(block))
     model.load_state_dict(state, strict=True)
-    # By name, in mpbench's order (the optimizer's order doesn't change the math).
     named = dict(model.named_parameters())
     if set(named) != set(state):
         raise Unsupported(f"parameter names differ from the export's: {sorted(set(named) ^ set(state))}")
-    return model, {p["name"]: named[p["name"]] for p in meta["params"]}
+    return model, {part: named[part] for p in meta["params"] for part in torch_parts(meta, p["name"])}
+
+
+def as_exported(meta, params, name, of=lambda t: t):
+    """mpbench's tensor `name` from the reference's parameters (`of` each:
+    the value, or its gradient), its parts concatenated along dim 0."""
+    return torch.cat([of(params[part]) for part in torch_parts(meta, name)], dim=0)
 
 
 def batch_tensors(batches, step):
@@ -298,7 +342,7 @@ def param_groups(cfg, meta, params):
     for p in meta["params"]:  # mpbench's order
         name = p["name"]
         excluded = any(NO_DECAY_NAMES[e].search(name) for e in exclude)
-        (no_decay if excluded else decay).append(params[name])
+        (no_decay if excluded else decay).extend(params[part] for part in torch_parts(meta, name))
     groups = [{"params": decay, "weight_decay": o["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}]
     return [g for g in groups if g["params"]]
 
@@ -389,8 +433,9 @@ def run(d):
     out["logits"] = logits.detach().numpy().astype(np.float32)
     out["loss"] = np.array(loss.item(), dtype=np.float64)
     for p in meta["params"]:
-        g = params[p["name"]].grad
-        out["grad." + p["name"]] = (np.zeros(p["shape"], np.float32) if g is None else g.numpy().astype(np.float32))
+        unreached = any(params[part].grad is None for part in torch_parts(meta, p["name"]))
+        out["grad." + p["name"]] = (np.zeros(p["shape"], np.float32) if unreached else
+                                    as_exported(meta, params, p["name"], lambda t: t.grad).numpy().astype(np.float32))
 
     # Training: a fresh model from the same weights, steps 1..steps.
     model, params = build_model(meta, weights)
@@ -421,7 +466,7 @@ def run(d):
     out["train.grad_norm"] = np.array(norms, dtype=np.float64)
     out["train.skipped"] = np.zeros(steps, dtype=np.int32)
     for p in meta["params"]:
-        out["final." + p["name"]] = params[p["name"]].detach().numpy().astype(np.float32)
+        out["final." + p["name"]] = as_exported(meta, params, p["name"], lambda t: t.detach()).numpy().astype(np.float32)
     write_safetensors(os.path.join(d, "reference.safetensors"), out,
                       {"format": "mpbench-reference-results", "source": "torch " + torch.__version__,
                        "cell": f"{meta.get('experiment')} / {meta.get('cell_id')}"})

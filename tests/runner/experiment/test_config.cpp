@@ -597,6 +597,25 @@ TEST(Config, BiasCorrectionOffIsLambOnly) {
   EXPECT_FALSE(e.cells[0].config.optimizer.bias_correction);
 }
 
+// optimizer.lamb_qkv: split by default, packed on request, packed an error
+// (naming the key's line and column) with another optimizer; LAMB cells write
+// it into their config JSON (and hash), other cells leave it out.
+TEST(Config, LambQkvIsSplitByDefaultAndLambOnly) {
+  expect_error("name: x\noptimizer:\n  kind: adamw\n  lamb_qkv: packed\n", 4, 13, "optimizer.lamb_qkv",
+               "optimizer.lamb_qkv packed applies to LAMB only");
+  expect_error("name: x\noptimizer:\n  kind: lamb\n  lamb_qkv: pakced\n", 4, 13, "optimizer.lamb_qkv", "packed");
+  const ExperimentConfig split = load("name: x\noptimizer:\n  kind: lamb\n");
+  ASSERT_EQ(split.cells.size(), 1u);
+  EXPECT_EQ(split.cells[0].config.optimizer.lamb_qkv, LambQkv::Split);
+  EXPECT_EQ(cell_config_to_json(split.cells[0].config)["optimizer"]["lamb_qkv"], "split");
+  const ExperimentConfig packed = load("name: x\noptimizer:\n  kind: lamb\n  lamb_qkv: packed\n");
+  EXPECT_EQ(packed.cells[0].config.optimizer.lamb_qkv, LambQkv::Packed);
+  EXPECT_NE(config_hash(cell_config_to_json(split.cells[0].config)),
+            config_hash(cell_config_to_json(packed.cells[0].config)));
+  const ExperimentConfig adamw = load("name: x\noptimizer:\n  kind: adamw\n");
+  EXPECT_FALSE(cell_config_to_json(adamw.cells[0].config)["optimizer"].contains("lamb_qkv"));
+}
+
 TEST(Unsupported, SupportedValuesLoad) {
   const ExperimentConfig e = load(R"(name: x
 batch_size: 64
