@@ -17,7 +17,8 @@ Two knobs make regression tests exact:
 The fields of issue 8 (run order and rounds, speed-up intervals and verdicts,
 step-time noise, machine load) are written like the runner writes them:
 repeats run in interleaved rounds (`order`), the interval is runner/measure/stats.cpp's
-Student t (paired over rounds when interleaved, Welch otherwise), and `busy_rounds` / `noisy_cells` make a round look
+Student t (paired over rounds when interleaved, Welch otherwise), computed by
+mpbench.stats.speedup_interval, and `busy_rounds` / `noisy_cells` make a round look
 busy or a cell noisy (with their own random draws, so the timing of
 everything else is unchanged). `legacy=True` leaves all of them out, as an
 older runner did. `BERT_INCLUDE` adds a BERT cell (another model than the
@@ -41,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mpbench.results import (FP16_MAX_LOG2, FP16_MIN_SUBNORMAL_LOG2,  # noqa: E402
                              parse_map_setting, slugify)
 from mpbench.results.vocabulary import snapshot as runner_vocabulary  # noqa: E402
+from mpbench.stats import speedup_interval  # noqa: E402
 
 # The runner's memory categories (its committed `runner describe --json`), not a restated list.
 MEMORY_CATEGORIES = runner_vocabulary().memory_categories
@@ -334,46 +336,6 @@ def step_noise(timed):
         reasons.append(f"{outliers} of {steps.size} steps took over 3x the median")
     return {"cv": cv, "robust_cv": robust_cv, "p90_over_median": p90, "outlier_steps": outliers,
             "samples": int(steps.size), "noisy": bool(reasons), "reasons": reasons, "outlier_rule": OUTLIER_RULE}
-
-
-def interval_units(timed, blocks_if_one=5):
-    """runner/measure/stats.cpp interval_units: whole repeats, or one repeat cut into consecutive blocks."""
-    units = [t for t in timed if t.size]
-    if len(units) != 1:
-        return units
-    return [b for b in np.array_split(units[0], min(blocks_if_one, units[0].size)) if b.size]
-
-
-def speedup_interval(base_timed, base_batch, timed, batch, paired, confidence=0.95):
-    """summary.speedup_interval as runner/measure/stats.cpp computes it: Student t on the log
-    medians of the units, paired over interleaved rounds, else Welch; None with fewer
-    than two units a side."""
-    from scipy.stats import t as student_t
-    paired = paired and len(base_timed) == len(timed) >= 2 and all(t.size for t in base_timed + timed)
-    base_units = base_timed if paired else interval_units(base_timed)
-    units = timed if paired else interval_units(timed)
-    if len(base_units) < 2 or len(units) < 2:
-        return None
-    lb = np.log([np.median(u) for u in base_units])
-    lc = np.log([np.median(u) for u in units])
-    log_batch = math.log(batch / base_batch)
-    if paired:
-        d = log_batch + lb - lc
-        centre, se, df = d.mean(), d.std(ddof=1) / math.sqrt(d.size), d.size - 1.0
-        method = ("paired t over rounds (repeat i of both cells ran in round i of the interleaved order; Student t "
-                  "on the rounds' log ratios of median step times)")
-    else:
-        vb, vc = lb.var(ddof=1) / lb.size, lc.var(ddof=1) / lc.size
-        centre, se = log_batch + lb.mean() - lc.mean(), math.sqrt(vb + vc)
-        df = (vb + vc) ** 2 / (vb * vb / (lb.size - 1) + vc * vc / (lc.size - 1)) if vb + vc > 0 else float("nan")
-        method = ("Welch t over repeats (each side's log median step times, independent samples)"
-                  if len(base_timed) >= 2 and len(timed) >= 2 else
-                  "Welch t over consecutive blocks of a single repeat (sees drift within the run, not run-to-run "
-                  "noise: use repeats >= 2 for an honest interval)")
-    half = float(student_t.ppf(0.5 + confidence / 2, df)) * se if se > 0 else 0.0
-    return {"lo": math.exp(centre - half), "hi": math.exp(centre + half), "confidence": confidence,
-            "method": method, "df": df if math.isfinite(df) else None,
-            "units": {"baseline": len(base_units), "cell": len(units)}}
 
 
 def verdict_of(interval):

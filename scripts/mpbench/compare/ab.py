@@ -32,6 +32,7 @@ import numpy as np
 
 from mpbench.compare.gate import direction, holm_adjust, parse_alpha, parse_fraction
 from mpbench.results.load import ResultsError, load_results
+from mpbench.stats import paired_ratio_test
 from mpbench import output as mo
 
 MIN_ROUNDS_TO_TEST = 3   # a t over 2 paired ratios has 1 degree of freedom: nothing is significant
@@ -70,17 +71,9 @@ def median_step_ms(cell):
 def paired_test(base_ms, new_ms):
     """Throughput ratio new/base (geometric mean over rounds), its 95% interval and
     the two-sided p of a one-sample t on the paired log ratios (NaN with < 3 rounds)."""
-    from scipy.stats import t as student_t
-    d = np.log(np.asarray(base_ms)) - np.log(np.asarray(new_ms))   # log throughput ratio per round
-    mean = float(np.mean(d))
-    if d.size < MIN_ROUNDS_TO_TEST:
-        return math.exp(mean), (math.nan, math.nan), math.nan
-    se = float(np.std(d, ddof=1)) / math.sqrt(d.size)
-    if se == 0:
-        return math.exp(mean), (math.exp(mean), math.exp(mean)), (1.0 if mean == 0 else 0.0)
-    half = float(student_t.ppf(0.975, d.size - 1)) * se
-    p = float(2.0 * student_t.sf(abs(mean) / se, d.size - 1))
-    return math.exp(mean), (math.exp(mean - half), math.exp(mean + half)), p
+    # Throughput is batch / step time, so new/base throughput is base_ms/new_ms: the ratio of
+    # the pairs (new_ms, base_ms) taken in that order.
+    return paired_ratio_test(new_ms, base_ms, confidence=0.95, min_pairs=MIN_ROUNDS_TO_TEST)
 
 
 def judge(results, threshold, alpha):
