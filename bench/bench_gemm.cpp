@@ -41,17 +41,24 @@ void run_gemm(benchmark::State& state, GemmCase c, GemmCompute compute) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_GemmCeiling(benchmark::State& state) {
-  run_gemm(state, {2048, 2048, 2048, false, false}, static_cast<GemmCompute>(state.range(0)));
+// Each benchmark once per compute type, named by it (BM_GemmCeiling/fp32,
+// BM_GemmCeiling/bf16), as bench_ops.cpp names its cases: a filter or a JSON
+// reader sees what ran, not an enum's number.
+#define MPB_BENCH_GEMM_COMPUTES(fn)                                                                 \
+  BENCHMARK_CAPTURE(fn, fp32, GemmCompute::F32)->Unit(benchmark::kMillisecond)->UseRealTime();      \
+  BENCHMARK_CAPTURE(fn, bf16, GemmCompute::BF16)->Unit(benchmark::kMillisecond)->UseRealTime()
+
+void BM_GemmCeiling(benchmark::State& state, GemmCompute compute) {
+  run_gemm(state, {2048, 2048, 2048, false, false}, compute);
 }
-BENCHMARK(BM_GemmCeiling)->Arg(int(GemmCompute::F32))->Arg(int(GemmCompute::BF16))->Unit(benchmark::kMillisecond)->UseRealTime();
+MPB_BENCH_GEMM_COMPUTES(BM_GemmCeiling);
 
 // The three GEMMs of one Linear(1024, 1024) layer at batch 256.
-void BM_GemmMlpForward(benchmark::State& s) { run_gemm(s, {256, 1024, 1024, false, true}, static_cast<GemmCompute>(s.range(0))); }
-void BM_GemmMlpGradW(benchmark::State& s) { run_gemm(s, {1024, 1024, 256, true, false}, static_cast<GemmCompute>(s.range(0))); }
-void BM_GemmMlpGradX(benchmark::State& s) { run_gemm(s, {256, 1024, 1024, false, false}, static_cast<GemmCompute>(s.range(0))); }
-BENCHMARK(BM_GemmMlpForward)->Arg(int(GemmCompute::F32))->Arg(int(GemmCompute::BF16))->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_GemmMlpGradW)->Arg(int(GemmCompute::F32))->Arg(int(GemmCompute::BF16))->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_GemmMlpGradX)->Arg(int(GemmCompute::F32))->Arg(int(GemmCompute::BF16))->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_GemmMlpForward(benchmark::State& s, GemmCompute c) { run_gemm(s, {256, 1024, 1024, false, true}, c); }
+void BM_GemmMlpGradW(benchmark::State& s, GemmCompute c) { run_gemm(s, {1024, 1024, 256, true, false}, c); }
+void BM_GemmMlpGradX(benchmark::State& s, GemmCompute c) { run_gemm(s, {256, 1024, 1024, false, false}, c); }
+MPB_BENCH_GEMM_COMPUTES(BM_GemmMlpForward);
+MPB_BENCH_GEMM_COMPUTES(BM_GemmMlpGradW);
+MPB_BENCH_GEMM_COMPUTES(BM_GemmMlpGradX);
 
 }  // namespace

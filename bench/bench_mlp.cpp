@@ -40,8 +40,7 @@ double mlp_step_ms(Device& dev, const CellConfig& c, double* flops_per_step) {
   return median(std::vector<double>(rec.step_ms.begin() + c.warmup_steps, rec.step_ms.end()));
 }
 
-void BM_MlpStepVsCeiling(benchmark::State& state) {
-  const bool fused = state.range(0) != 0;
+void BM_MlpStepVsCeiling(benchmark::State& state, bool fused) {
   auto dev = make_cpu_device();
   const CellConfig cell = mlp_cell("fp32", fused);
   std::vector<double> ceiling, mlp;
@@ -59,13 +58,14 @@ void BM_MlpStepVsCeiling(benchmark::State& state) {
   state.counters["fraction"] = best_mlp / best_ceiling;
   state.counters["median_fraction"] = median(mlp) / median(ceiling);
 }
-BENCHMARK(BM_MlpStepVsCeiling)->Arg(0)->Arg(1)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();
+// Named by the fusion setting (BM_MlpStepVsCeiling/unfused, /fused), as bench_ops.cpp names its cases.
+BENCHMARK_CAPTURE(BM_MlpStepVsCeiling, unfused, false)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MlpStepVsCeiling, fused, true)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Target (issue: mixed precision): the amp_bf16 cell runs >= 1.6x the
 // samples/s of the fp32 cell (same fusion setting), and its peak activation
 // memory is <= 55% of fp32's. Interleaved rounds, best of each side.
-void BM_MlpBf16VsFp32(benchmark::State& state) {
-  const bool fused = state.range(0) != 0;
+void BM_MlpBf16VsFp32(benchmark::State& state, bool fused) {
   auto dev = make_cpu_device();
   const CellConfig fp32 = mlp_cell("fp32", fused), bf16 = mlp_cell("amp_bf16", fused);
   std::vector<double> t32, t16;
@@ -83,7 +83,8 @@ void BM_MlpBf16VsFp32(benchmark::State& state) {
   state.counters["median_speedup"] = median(t32) / median(t16);
   state.counters["bf16_native"] = dev->gemm_support(GemmCompute::BF16) == "native" ? 1 : 0;
 }
-BENCHMARK(BM_MlpBf16VsFp32)->Arg(0)->Arg(1)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MlpBf16VsFp32, unfused, false)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MlpBf16VsFp32, fused, true)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Peak activation bytes of one training step, per precision.
 void BM_MlpActivationMemory(benchmark::State& state) {
