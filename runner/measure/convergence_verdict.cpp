@@ -44,11 +44,15 @@ TimeToTarget time_to_target(const std::vector<SeedRun>& runs, double target) {
   TimeToTarget t;
   for (const SeedRun& r : runs) {
     std::optional<int> hit;
-    for (size_t k = 0; k < r.eval_losses.size() && k < r.eval_steps.size() && !hit; ++k) {
-      const size_t first = k + 1 >= size_t(kTargetSmoothingPoints) ? k + 1 - size_t(kTargetSmoothingPoints) : 0;
-      double sum = 0.0;
-      for (size_t i = first; i <= k; ++i) sum += r.eval_losses[i];  // a NaN anywhere keeps the window above target
-      const double smoothed = sum / double(k + 1 - first);
+    const size_t n = std::min(r.eval_losses.size(), r.eval_steps.size());
+    for (size_t k = 0; k < n && !hit; ++k) {
+      double smoothed = r.eval_losses[k];
+      if (k > 0 && k + 1 < n) {
+        double w[3] = {r.eval_losses[k - 1], r.eval_losses[k], r.eval_losses[k + 1]};
+        // A NaN in the window keeps it above target: it sorts as nothing and fails "<=".
+        if (std::isnan(w[0]) || std::isnan(w[1]) || std::isnan(w[2])) smoothed = NAN;
+        else std::sort(w, w + 3), smoothed = w[1];
+      }
       if (smoothed <= target) hit = r.eval_steps[k];
     }
     t.step.push_back(hit);

@@ -83,8 +83,7 @@ nlohmann::json time_to_target_json(const std::vector<SeedRun>& base, const std::
   return {{"target_eval_loss", target},
           {"delta", margin.delta},
           {"delta_source", margin.source},
-          {"smoothing", "trailing mean of the last " + std::to_string(kTargetSmoothingPoints) +
-                            " eval points (fewer at the start)"},
+          {"smoothing", kTargetSmoothing},
           {"steps", interval_json(steps)},
           {"samples", interval_json(ct.samples)},
           {"seconds", interval_json(ct.seconds)},

@@ -41,7 +41,7 @@ include:
   - {fusion: off, optimizer.lr: 0.0001}
 baseline: {fusion: off, optimizer.lr: 0.01}
 """
-SAME, PLANTED, BASE = "fusion=on", "fusion=off,optimizer.lr=0.0001", "fusion=off"
+SAME, PLANTED, BASE = "fusion=on", "fusion=off,optimizer.lr=1e-4", "fusion=off"
 
 
 def main():
@@ -50,24 +50,24 @@ def main():
         yaml_path = os.path.join(tmp, "convergence_e2e.yaml")
         with open(yaml_path, "w") as f:
             f.write(EXPERIMENT)
-        out = os.path.join(tmp, "out")
-        proc = subprocess.run([RUNNER, yaml_path, "--device", "cpu", "--out", out], capture_output=True, text=True,
+        parent = os.path.join(tmp, "out")
+        proc = subprocess.run([RUNNER, yaml_path, "--device", "cpu", "--out", parent], capture_output=True, text=True,
                               timeout=300)
         print(proc.stdout[-4000:], proc.stderr[-2000:])
         if proc.returncode != 0:
             return report([f"the runner exited {proc.returncode}"])
+        out = os.path.join(parent, "convergence_e2e")  # results/<name>/
         cells = cells_of(out)
-        ids = {cid.replace("optimizer.lr=0.01", "").strip(","): c for cid, c in cells.items()}
         by = {}
-        for cid, c in cells.items():
+        for c in cells.values():
             if c["is_baseline"]:
                 by[BASE] = c
-            elif "0.0001" in cid:
+            elif c["config"]["optimizer"]["lr"] < 0.001:
                 by[PLANTED] = c
-            elif "fusion=on" in cid:
+            elif c["axes"].get("fusion") == "on":
                 by[SAME] = c
         if set(by) != {BASE, SAME, PLANTED}:
-            return report([f"expected the three cells, got {sorted(cells)} ({sorted(ids)})"])
+            return report([f"expected the three cells, got {sorted(cells)}"])
         conv = {k: c["summary"]["convergence"] for k, c in by.items()}
         for k, v in conv.items():
             if not isinstance(v, dict):
@@ -92,9 +92,11 @@ def main():
             if v["stability"]["diverged_seeds"] != 0:
                 fails.append(f"{k}: diverged seeds {v['stability']}")
         ttt_same, ttt_planted = same["time_to_target"], planted["time_to_target"]
-        if ttt_same["reached"] + ttt_same["never_reached"] != 4 or ttt_planted["never_reached"] != 4:
-            fails.append(f"time to target: same {ttt_same['reached']} reached, planted "
-                         f"{ttt_planted['never_reached']} of 4 never reached (expected all 4: lr/100 does not get there)")
+        if ttt_planted["never_reached"] != 4:
+            fails.append(f"time to target: the planted cell reached it on {ttt_planted['reached']} of 4 seeds "
+                         "(lr/100 does not get there)")
+        if ttt_same["reached"] + ttt_same["never_reached"] != 4 or ttt_same["reached"] < 2:
+            fails.append(f"time to target: the same training reached it on only {ttt_same['reached']} of 4 seeds")
         with open(os.path.join(out, "summary.csv")) as f:
             rows = {r["cell_id"]: r for r in csv.DictReader(f)}
         for cid, c in cells.items():

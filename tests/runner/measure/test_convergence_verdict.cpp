@@ -156,18 +156,25 @@ TEST(ConvergenceVerdict, SeedsNeededMatchesScipy) {
   EXPECT_FALSE(tost_seeds_needed(1e6, 1.0, 0.05).has_value());
 }
 
-TEST(TimeToTarget, FirstSmoothedEvalAtOrBelowTheTarget) {
-  SeedRun r = run(1, 2.0);  // evals 2.8, 2.6, 2.4, 2.2, 2.0 at steps 10..50
-  // Smoothed (trailing mean of 3): 2.8, 2.7, 2.6, 2.4, 2.2.
+TEST(TimeToTarget, AFallingCurveArrivesWhereItCrossesWithoutLag) {
+  SeedRun r = run(1, 2.0);  // evals 2.8, 2.6, 2.4, 2.2, 2.0 at steps 10..50: the median of 3 is the point
   TimeToTarget t = time_to_target({r}, 2.45);
   ASSERT_TRUE(t.step[0].has_value());
-  EXPECT_EQ(*t.step[0], 40);  // the raw curve reached 2.4 at step 30; smoothed at 40
-  EXPECT_DOUBLE_EQ(t.samples[0], 40.0 * 8);
-  EXPECT_DOUBLE_EQ(t.seconds[0], 40 * 2.0 / 1000.0);
-  t = time_to_target({r}, 2.1);
+  EXPECT_EQ(*t.step[0], 30);
+  EXPECT_DOUBLE_EQ(t.samples[0], 30.0 * 8);
+  EXPECT_DOUBLE_EQ(t.seconds[0], 30 * 2.0 / 1000.0);
+  EXPECT_EQ(*time_to_target({r}, 2.0).step[0], 50);  // the last point as it is: the baseline reaches its own final
+  t = time_to_target({r}, 1.9);
   EXPECT_FALSE(t.step[0].has_value());
   EXPECT_EQ(t.never_reached, 1);
   EXPECT_TRUE(std::isnan(t.seconds[0]));
+}
+
+TEST(TimeToTarget, OneLuckyEvalDoesNotCount) {
+  SeedRun r = run(1, 2.0);
+  r.eval_losses = {2.8, 2.3, 2.7, 2.6, 2.4};  // one lucky dip at step 20
+  // Medians of 3: 2.8 (first, as is), 2.7, 2.6, 2.6, 2.4 (last, as is).
+  EXPECT_EQ(*time_to_target({r}, 2.45).step[0], 50);
 }
 
 }  // namespace
