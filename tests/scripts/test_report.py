@@ -250,7 +250,7 @@ def html_table_after(page, marker):
     header = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", table)]
     rows = []
     for row in re.findall(r"<tr>(.*?)</tr>", table, re.S):
-        cells = [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        cells = [html.unescape(re.sub(r"<wbr>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
         if cells:
             rows.append(dict(zip(header, cells)))
     return rows
@@ -359,6 +359,30 @@ class ReportDefects(TempDirTest):
                          "(the baseline)")
         # the Cells table names each cell's key too
         self.assertEqual({r["cell"].split(" (")[0]: r["key"] for r in md_table_after(md, "## Cells")}, keys)
+
+    def test_cells_table_wraps_ids_between_settings_and_has_a_key_legend(self):
+        """Issue 32: index.html's Cells table gave the cell id 'overflow-wrap: anywhere' beside no-wrap
+        numbers, so on a 1400-px page the browser squeezed it to one character per line. The id column
+        now breaks only between settings (after ',' and '='), with a minimum width, and a key legend
+        follows the table as under the figures."""
+        results = self.bert_set("wrap")
+        rs = mr.load_results(results)
+        keys = report_labels.cell_keys(rs)
+        page, _ = read_outputs(self.run_report(results))
+        cells_section = page[page.index("<h2>Cells</h2>"):]
+        cells_table = cells_section[:cells_section.index("</table>")]
+        id_cells = re.findall(r"<td class=id>(.*?)</td>", cells_table)
+        self.assertEqual(len(id_cells), len(rs.cells))
+        for markup in id_cells:
+            bare = markup.replace("<wbr>", "")
+            self.assertEqual(markup.count("<wbr>"), bare.count(",") + bare.count("="), markup)
+        css = page[page.index("<style>"):page.index("</style>")]
+        id_rule = re.search(r"td\.id \{([^}]*)\}", css).group(1)
+        self.assertIn("min-width", id_rule)
+        self.assertNotIn("anywhere", id_rule)
+        legend = html_table_after(page, "Cell key:</p>")
+        self.assertEqual({r["cell"]: r["key"] for r in legend}, keys)
+        self.assertEqual([r["key"] for r in legend], [r["key"] for r in html_table_after(page, "<h2>Cells</h2>")])
 
     def test_labels_distinct_when_cells_differ_only_in_a_map_field(self):
         """Defect 4: "dynamic{init:1024}" and "dynamic{init:65536}" both have mode dynamic; their labels

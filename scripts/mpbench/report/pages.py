@@ -42,6 +42,9 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
 th { background: #f0f0f0; text-align: left; }
 .scroll { overflow-x: auto; }
 td.text { max-width: 32em; overflow-wrap: anywhere; }
+/* A cell id wraps only where <wbr> allows (after ',' and '='): 'anywhere' would let a table of
+   no-wrap numbers squeeze it to one character per line. */
+td.id { min-width: 14em; max-width: 32em; overflow-wrap: break-word; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .notes li { margin: 0.2em 0; overflow-wrap: anywhere; }
 figure { margin: 1.5em 0; }
@@ -51,13 +54,20 @@ p.legend { color: #555; max-width: 60em; font-size: 0.9em; }
 """
 
 
-def html_table(header, rows, numeric_from=1):
-    """A plain HTML table (scrolls sideways if too wide); columns from `numeric_from` are right-aligned."""
+def wrappable_id(cell_id):
+    """A cell id as HTML that may break after each ',' and '=' (between settings), nowhere else."""
+    return html.escape(cell_id).replace(",", ",<wbr>").replace("=", "=<wbr>")
+
+
+def html_table(header, rows, numeric_from=1, id_column=None):
+    """A plain HTML table (scrolls sideways if too wide); columns from `numeric_from` are right-aligned;
+    column `id_column` holds cell ids, wrapped between settings (wrappable_id)."""
     out = ["<div class=scroll><table>"]
     if header:
         out.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")
     for row in rows:
-        cells = [f"<td class={'num' if i >= numeric_from else 'text'}>{html.escape(v)}</td>"
+        cells = [f"<td class=id>{wrappable_id(v)}</td>" if i == id_column else
+                 f"<td class={'num' if i >= numeric_from else 'text'}>{html.escape(v)}</td>"
                  for i, v in enumerate(row)]
         out.append("<tr>" + "".join(cells) + "</tr>")
     return "\n".join(out + ["</table></div>"])
@@ -79,8 +89,11 @@ def write_html(rs, plots, notes, path):
                      "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     parts.append("<h2>Noise</h2><ul class=notes>" +
                  "".join(f"<li>{html.escape(n)}</li>" for n in noise_lines(rs)) + "</ul>")
-    parts += ["<h2>Cells</h2>", html_table(summary_columns(rs), summary_rows(rs), numeric_from=2),
-              f"<p class=legend>{html.escape(summary_legend(rs))}</p>"]
+    # The id column wraps between settings; the key legend below gives each key's settings apart, as
+    # the figures' keys do.
+    parts += ["<h2>Cells</h2>", html_table(summary_columns(rs), summary_rows(rs), numeric_from=2, id_column=1),
+              f"<p class=legend>{html.escape(summary_legend(rs))}</p>",
+              "<p class=legend>Cell key:</p>", html_table(KEY_COLUMNS, key_rows(rs), numeric_from=99)]
     if has_estimates(rs):
         parts += ["<h2>Estimated vs measured time</h2>", html_table(ESTIMATE_COLUMNS, estimate_rows(rs), numeric_from=2),
                   f"<p class=legend>{html.escape(estimate_legend(rs))}</p>"]
