@@ -106,8 +106,8 @@ std::optional<std::string> MlmData::text_file_problem(const std::string& path, i
   // The one check that reads the file (up to the cap): a binary file would
   // otherwise fail only when its cell's data is built, mid-run.
   std::ifstream in(path, std::ios::binary);
-  const std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
-  if (in.bad()) return "cannot read '" + path + "'";
+  std::string text(static_cast<size_t>(size), '\0');
+  if (!in.read(text.data(), size)) return "cannot read '" + path + "'";
   if (const auto bad = utf8_problem(text)) return "'" + path + "' " + *bad;
   return std::nullopt;
 }
@@ -122,7 +122,9 @@ MlmData MlmData::from_text(const std::string& path, uint64_t seed, const MlmOpti
   if (!ec && bytes > uint64_t(kMaxTextBytes)) throw std::runtime_error("MlmData: " + too_large(path, int64_t(bytes)));
   const bool subwords = tokenizer.kind == TextTokenizer::Kind::SentencePiece;
   MlmData d(seed, subwords ? tokenizer.pieces : 256, options);
-  const std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
+  std::string text(ec ? 0 : static_cast<size_t>(bytes), '\0');
+  if (!ec && !in.read(text.data(), static_cast<std::streamsize>(text.size())))
+    throw std::runtime_error("MlmData: cannot read '" + path + "'");
   const int64_t size = static_cast<int64_t>(text.size());
   if (size == 0) throw std::runtime_error("MlmData: '" + path + "' is empty");
   if (size < min_text_bytes(options.seq_len)) throw std::runtime_error("MlmData: " + too_short(path, size, options.seq_len));

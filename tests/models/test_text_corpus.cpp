@@ -30,6 +30,8 @@ TEST(TextCorpus, Utf8ProblemsNameLineAndColumn) {
       {"\xC3\xA9\xC3", "byte 0xc3 at line 1, column 2"},          // cut off at the end
       {"\x80", "byte 0x80 at line 1, column 1"},                  // a lone continuation byte
       {"\xE2\x82\xAC\n\xE2\x82", "line 2, column 1 (byte offset 4)"},  // columns count characters
+      // Past the eight-byte ASCII fast path, with a newline inside a word of it.
+      {"0123456789\nabcdefghijklmn\xFF", "byte 0xff at line 2, column 15 (byte offset 25)"},
   };
   for (const Bad& b : bad) {
     const auto problem = utf8_problem(b.text);

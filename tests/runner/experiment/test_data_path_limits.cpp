@@ -1,7 +1,8 @@
 // data.path for data.kind text: the corpus is held in memory whole, so a file
 // over MlmData::kMaxTextBytes is refused at load time at the key, with its
 // size; a symlink loop is named as one; the memory estimate counts the corpus
-// (issue 33: a 5 GB file ended in std::bad_alloc after 30 s). The big files
+// (issue 33: a 5 GB file ended in std::bad_alloc after 30 s); an empty or
+// non-UTF-8 file is named with the reason (issue 31). The big files
 // are sparse (resize_file): nothing big is written to disk.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -62,6 +63,21 @@ TEST_F(DataPathLimits, ASymlinkLoopIsNamedNotMissing) {
   fs::create_symlink(dir_ / "loop_b", dir_ / "loop_a");
   fs::create_symlink(dir_ / "loop_a", dir_ / "loop_b");
   expect_error(yaml((dir_ / "loop_a").string()), 5, 9, "data.path", "is a symlink loop (ELOOP");
+}
+
+// An empty or non-UTF-8 file: refused at the key's file:line:col, naming the
+// path and the reason (for non-UTF-8, the bad byte's line and column in the file).
+TEST_F(DataPathLimits, EmptyAndNonUtf8FilesAreRefusedAtTheKey) {
+  const std::string empty = (dir_ / "empty.txt").string();
+  std::ofstream(empty, std::ios::binary).flush();
+  expect_error(yaml(empty), 5, 9, "data.path", "data.path: '" + empty + "' is empty");
+  const std::string latin1 = (dir_ / "latin1.txt").string();
+  std::ofstream(latin1, std::ios::binary) << std::string(300, 'a') << "\nna\xEFve\n";
+  expect_error(yaml(latin1), 5, 9, "data.path",
+               "'" + latin1 + "' is not UTF-8: byte 0xef at line 2, column 3 (byte offset 303)");
+  // The same bytes as UTF-8 load.
+  std::ofstream(latin1, std::ios::binary) << std::string(300, 'a') << "\nna\xC3\xAFve\n";
+  EXPECT_EQ(load(yaml(latin1)).cells.size(), 1u);
 }
 
 TEST_F(DataPathLimits, TheMemoryEstimateCountsTheCorpus) {
