@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "runner/io/atomic_file.h"
@@ -155,12 +156,9 @@ MergedSet merge_shards(const std::vector<fs::path>& dirs, const MergeOptions& op
 }
 
 namespace {
-MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& opt) {
-  if (dirs.empty()) throw MergeError("no shard directories given");
-  std::vector<Shard> given;
-  for (const fs::path& d : dirs) given.push_back(read_shard(d));
 
-  // Shards 0..N-1 of one experiment, each once.
+// Shards 0..N-1 of one experiment, each once, in index order.
+std::vector<const Shard*> shards_in_order(const std::vector<Shard>& given) {
   const Shard& ref = given.front();
   const std::string experiment = ref.manifest.at("experiment").get<std::string>();
   for (const Shard& s : given) {
@@ -189,105 +187,150 @@ MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& o
     throw MergeError("shard(s) " + join(absent, ", ") + " not given: a merge needs all " + std::to_string(ref.count) +
                      " shards (a shard's directory is <out>/" + experiment + ".shard-I-of-" +
                      std::to_string(ref.count) + ")");
-  const Shard& first = *by_index.front();
+  return by_index;
+}
 
-  // Same configuration and code, or --allow-mixed and a record of what differed.
+// Same configuration and code, or --allow-mixed and a record of what differed.
+std::vector<std::string> mixed_builds(const std::vector<const Shard*>& shards, const MergeOptions& opt) {
+  const Shard& first = *shards.front();
   std::vector<std::string> mixed;
   for (const char* key : {"config_hash", "git_commit", "git.dirty", "mpbench_version"})
-    for (const Shard* s : by_index)
+    for (const Shard* s : shards)
       if (field_text(s->manifest, key) != field_text(first.manifest, key))
         mixed.push_back(std::string(key) + ": " + first.name() + " has " + field_text(first.manifest, key) + ", " +
                         s->name() + " has " + field_text(s->manifest, key));
   if (!mixed.empty() && !opt.allow_mixed)
     throw MergeError("the shards differ, so their cells would not be one experiment's:\n  " + join(mixed, "\n  ") +
                      "\n(--allow-mixed merges them anyway and records this in manifest.merged.mixed)");
+  return mixed;
+}
 
-  // Every cell of the matrix from exactly one shard.
+// The matrix (every shard's cells, first seen first) and the shard that owns each cell.
+struct CellOwners {
   std::vector<std::string> matrix;
-  std::set<std::string> in_matrix;
-  for (const Shard* s : by_index)
-    for (const auto& id : s->manifest.at("cells"))
-      if (in_matrix.insert(id.get<std::string>()).second) matrix.push_back(id.get<std::string>());
   std::map<std::string, const Shard*> owner;
-  for (const Shard* s : by_index)
+};
+
+CellOwners cell_owners(const std::vector<const Shard*>& shards) {
+  CellOwners out;
+  std::set<std::string> in_matrix;
+  for (const Shard* s : shards)
+    for (const auto& id : s->manifest.at("cells"))
+      if (in_matrix.insert(id.get<std::string>()).second) out.matrix.push_back(id.get<std::string>());
+  for (const Shard* s : shards)
     for (const std::string& id : s->owned) {
       if (!in_matrix.count(id))
         throw MergeError(s->name() + ": manifest.shard.cells names '" + id + "', which is not a cell of the matrix");
-      if (owner.count(id))
-        throw MergeError("cell '" + id + "' is in the shares of both " + owner[id]->name() + " and " + s->name() +
+      if (out.owner.count(id))
+        throw MergeError("cell '" + id + "' is in the shares of both " + out.owner[id]->name() + " and " + s->name() +
                          ": it would be counted twice");
-      owner[id] = s;
+      out.owner[id] = s;
     }
+  return out;
+}
+
+// Cell `id`'s result (or failed/ record) from shard `s`, checked to be that
+// cell's, with the owner's config hash, from that shard's run; nullopt with
+// a line in `missing` where the shard has none.
+std::optional<json> owned_cell_file(const Shard& s, const std::string& id, const std::string& experiment,
+                                    bool* failed, std::vector<std::string>* missing) {
+  const std::string want = s.manifest.at("cell_config_hashes").value(id, std::string());
+  const fs::path cell_path = s.dir / "cells" / (cell_slug(id) + ".json");
+  const fs::path failed_path = s.dir / "failed" / (cell_slug(id) + ".json");
+  const fs::path path = fs::exists(cell_path) ? cell_path : failed_path;
+  if (!fs::exists(path)) {
+    missing->push_back("'" + id + "' has no result in " + s.name() + " (cells/" + cell_slug(id) +
+                       ".json): run that shard again with --resume");
+    return std::nullopt;
+  }
+  json j = read_json_file(path);
+  if (!j.is_object() || j.value("cell_id", std::string()) != id || j.value("config_hash", std::string()) != want)
+    throw MergeError(path.string() + ": not the result of cell '" + id + "' with config_hash " + want +
+                     " (its manifest's): run that shard again with --resume (it moves such files to stale/)");
+  // A file of another experiment or run with the same configuration (copied
+  // in by hand) was measured against another baseline: never merged.
+  const std::string shard_run = recorded_run_id(s.manifest);
+  const std::string why =
+      stranger_reason(j, RunMembership{experiment, shard_run.empty() ? std::vector<std::string>{}
+                                                                      : std::vector<std::string>{shard_run},
+                                       shard_run.empty()});
+  if (!why.empty())
+    throw MergeError(path.string() + ": not a result of " + s.name() + "'s run: " + why +
+                     " (--allow-mixed does not change that: move the file away and run that shard again with "
+                     "--resume)");
+  *failed = path == failed_path;
+  return j;
+}
+
+// Every cell of the matrix from exactly one shard into `out`; returns the
+// cells' config hashes, each its owner's.
+json collect_cells(const std::vector<const Shard*>& shards, const CellOwners& owners, MergedSet& out) {
+  const Shard& first = *shards.front();
   const bool filtered = !field_text(first.manifest, "shard.filter").empty();
-  MergedSet out;
-  out.experiment = experiment;
   std::vector<std::string> missing;
   if (!filtered)
-    for (const std::string& id : matrix)
-      if (!owner.count(id)) missing.push_back("'" + id + "' is in no shard's share");
+    for (const std::string& id : owners.matrix)
+      if (!owners.owner.count(id)) missing.push_back("'" + id + "' is in no shard's share");
   json hashes = first.manifest.at("cell_config_hashes");
-  std::vector<std::string> cells_merged;
-  for (const std::string& id : matrix) {
-    auto it = owner.find(id);
-    if (it == owner.end()) continue;
-    const Shard& s = *it->second;
-    const std::string want = s.manifest.at("cell_config_hashes").value(id, std::string());
-    hashes[id] = want;
-    const fs::path cell_path = s.dir / "cells" / (cell_slug(id) + ".json");
-    const fs::path failed_path = s.dir / "failed" / (cell_slug(id) + ".json");
-    const fs::path path = fs::exists(cell_path) ? cell_path : failed_path;
-    if (!fs::exists(path)) {
-      missing.push_back("'" + id + "' has no result in " + s.name() + " (cells/" + cell_slug(id) +
-                        ".json): run that shard again with --resume");
-      continue;
-    }
-    json j = read_json_file(path);
-    if (!j.is_object() || j.value("cell_id", std::string()) != id || j.value("config_hash", std::string()) != want)
-      throw MergeError(path.string() + ": not the result of cell '" + id + "' with config_hash " + want +
-                       " (its manifest's): run that shard again with --resume (it moves such files to stale/)");
-    // A file of another experiment or run with the same configuration (copied
-    // in by hand) was measured against another baseline: never merged.
-    const std::string shard_run = recorded_run_id(s.manifest);
-    const std::string why =
-        stranger_reason(j, RunMembership{experiment, shard_run.empty() ? std::vector<std::string>{}
-                                                                        : std::vector<std::string>{shard_run},
-                                         shard_run.empty()});
-    if (!why.empty())
-      throw MergeError(path.string() + ": not a result of " + s.name() + "'s run: " + why +
-                       " (--allow-mixed does not change that: move the file away and run that shard again with "
-                       "--resume)");
-    (path == cell_path ? out.cells : out.failed).push_back(std::move(j));
-    cells_merged.push_back(id);
+  for (const std::string& id : owners.matrix) {
+    auto it = owners.owner.find(id);
+    if (it == owners.owner.end()) continue;
+    hashes[id] = it->second->manifest.at("cell_config_hashes").value(id, std::string());
+    bool failed = false;
+    if (auto j = owned_cell_file(*it->second, id, out.experiment, &failed, &missing))
+      (failed ? out.failed : out.cells).push_back(std::move(*j));
   }
   if (!missing.empty()) throw MergeError("cells missing from the merge:\n  " + join(missing, "\n  "));
+  return hashes;
+}
 
-  // The merged manifest: the first shard's, with what the shards agree on and
-  // each shard's own record in "shards".
+// The first shard's manifest with the merged set's run id, cells, time span,
+// and the fields the shards agree on (null where they differ, listed in `differing`).
+json merged_manifest_base(const std::vector<const Shard*>& shards, const CellOwners& owners, const json& hashes,
+                          std::vector<std::string>* differing) {
+  const Shard& first = *shards.front();
   json m = first.manifest;
   m.erase("shard");
   m["run_id"] = new_run_id();  // the merged set's own; each cell keeps its shard's (shards[].run_id)
-  m["cells"] = matrix;
+  m["cells"] = owners.matrix;
   m["cell_config_hashes"] = hashes;
   std::string started = first.manifest.value("started", std::string()), finished;
-  for (const Shard* s : by_index) {
+  for (const Shard* s : shards) {
     started = std::min(started, s->manifest.value("started", started));
     finished = std::max(finished, s->manifest.value("finished", std::string()));
   }
   m["started"] = started;
   m["finished"] = finished;
-  std::vector<std::string> differing;
   for (const char* key : {"config_hash", "git_commit", "git", "mpbench_version", "machine", "compiler", "build",
                           "libraries", "environment"}) {
     std::vector<const json*> values;
     static const json kAbsent;
-    for (const Shard* s : by_index) values.push_back(s->manifest.contains(key) ? &s->manifest.at(key) : &kAbsent);
-    m[key] = agreeing(values, key, &differing);
+    for (const Shard* s : shards) values.push_back(s->manifest.contains(key) ? &s->manifest.at(key) : &kAbsent);
+    m[key] = agreeing(values, key, differing);
   }
-  // Machines: compare.py's identity (device kind, name, GPU name) per shard.
+  return m;
+}
+
+// One kind of machine: the best ceiling any shard measured, per mode (the
+// field is the best of a run's measurements).
+json best_ceilings(const std::vector<const Shard*>& shards) {
+  json ceiling = json::object();
+  for (const Shard* s : shards) {
+    const json c = s->manifest.value("device", json::object()).value("ceiling_gflops", json::object());
+    for (auto it = c.begin(); it != c.end(); ++it)
+      if (it->is_number() && (!ceiling.contains(it.key()) || ceiling[it.key()].get<double>() < it->get<double>()))
+        ceiling[it.key()] = *it;
+  }
+  return ceiling;
+}
+
+// Machines: compare.py's identity (device kind, name, GPU name) per shard,
+// into m.machine.hostname and m.device; returns manifest.merged.machines.
+json merge_machines(json& m, const std::vector<const Shard*>& shards, bool* mixed_machines) {
   std::map<std::vector<std::string>, std::vector<int>> machines;
   std::vector<std::vector<std::string>> machine_order;
   std::vector<std::string> hostnames;
-  for (const Shard* s : by_index) {
+  for (const Shard* s : shards) {
     const auto id = machine_identity(s->manifest);
     if (!machines.count(id)) machine_order.push_back(id);
     machines[id].push_back(s->index);
@@ -303,8 +346,8 @@ MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& o
     labels.push_back(machine_label(id) + " (shard" + (idx.size() > 1 ? "s " : " ") + join(idx, ", ") + ")");
     machines_json.push_back({{"label", machine_label(id)}, {"identity", id}, {"shards", machines[id]}});
   }
-  const bool mixed_machines = machine_order.size() > 1;
-  if (mixed_machines) {
+  *mixed_machines = machine_order.size() > 1;
+  if (*mixed_machines) {
     // No one device: the label names them all, and compare.py sees an
     // identity no single machine has.
     std::set<std::string> kinds;
@@ -315,25 +358,20 @@ MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& o
                    {"ceiling_gflops", json::object()},
                    {"mixed", true}};
   } else {
-    // One kind of machine: the best ceiling any shard measured, per mode (the
-    // field is the best of a run's measurements).
-    json ceiling = json::object();
-    for (const Shard* s : by_index) {
-      const json c = s->manifest.value("device", json::object()).value("ceiling_gflops", json::object());
-      for (auto it = c.begin(); it != c.end(); ++it)
-        if (it->is_number() && (!ceiling.contains(it.key()) || ceiling[it.key()].get<double>() < it->get<double>()))
-          ceiling[it.key()] = *it;
-    }
-    m["device"]["ceiling_gflops"] = ceiling;
+    m["device"]["ceiling_gflops"] = best_ceilings(shards);
   }
-  // Run order and machine load: each shard ran its own rounds at the same
-  // time as the others; the merged rounds list round r of every shard
-  // (baseline copies left out), the load windows carry their shard.
+  return machines_json;
+}
+
+// Run order and machine load: each shard ran its own rounds at the same
+// time as the others; the merged rounds list round r of every shard
+// (baseline copies left out), the load windows carry their shard.
+void merge_rounds_and_noise(json& m, const std::vector<const Shard*>& shards) {
   json rounds = json::array();
   json noise_rounds = json::array();
   json warnings = json::array();
   bool busy = false;
-  for (const Shard* s : by_index) {
+  for (const Shard* s : shards) {
     const json order = s->manifest.value("order", json::object());
     const json shard_rounds = order.value("rounds", json::array());
     for (size_t r = 0; r < shard_rounds.size(); ++r) {
@@ -357,11 +395,12 @@ MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& o
     m["noise"]["warnings"] = warnings;
     m["noise"]["busy"] = busy;
   }
-  json failed_cells = json::array();
-  for (const json& f : out.failed) failed_cells.push_back(f);
-  m["failed_cells"] = failed_cells;
-  json shards = json::array();
-  for (const Shard* s : by_index) {
+}
+
+// manifest.shards: each shard's own record; a note per baseline copy left out.
+json shard_records(const std::vector<const Shard*>& shards, std::vector<std::string>* notes) {
+  json records = json::array();
+  for (const Shard* s : shards) {
     const json& sm = s->manifest;
     json e = sm.at("shard");
     e["dir"] = fs::absolute(s->dir).lexically_normal().string();
@@ -369,21 +408,46 @@ MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& o
          {"run_id", "started", "finished", "config_hash", "git_commit", "machine", "device", "order", "noise"})
       if (sm.contains(key)) e[key] = sm.at(key);
     if (!s->baseline_copy.empty())
-      out.notes.push_back("left out " + s->name() + "'s copy of the baseline " + s->baseline_copy +
-                          " (it ran there for that shard's speed-ups; shard 0's is the merged one)");
-    shards.push_back(e);
+      notes->push_back("left out " + s->name() + "'s copy of the baseline " + s->baseline_copy +
+                       " (it ran there for that shard's speed-ups; shard 0's is the merged one)");
+    records.push_back(e);
   }
-  m["shards"] = shards;
+  return records;
+}
+
+MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& opt) {
+  if (dirs.empty()) throw MergeError("no shard directories given");
+  std::vector<Shard> given;
+  for (const fs::path& d : dirs) given.push_back(read_shard(d));
+  const std::vector<const Shard*> shards = shards_in_order(given);
+  const Shard& first = *shards.front();
+  const std::vector<std::string> mixed = mixed_builds(shards, opt);
+  const CellOwners owners = cell_owners(shards);
+  MergedSet out;
+  out.experiment = first.manifest.at("experiment").get<std::string>();
+  const json hashes = collect_cells(shards, owners, out);
+
+  // The merged manifest: the first shard's, with what the shards agree on and
+  // each shard's own record in "shards".
+  std::vector<std::string> differing;
+  json m = merged_manifest_base(shards, owners, hashes, &differing);
+  bool mixed_machines = false;
+  const json machines = merge_machines(m, shards, &mixed_machines);
+  merge_rounds_and_noise(m, shards);
+  json failed_cells = json::array();
+  for (const json& f : out.failed) failed_cells.push_back(f);
+  m["failed_cells"] = failed_cells;
+  m["shards"] = shard_records(shards, &out.notes);
   json mixed_json = json::array();
   for (const std::string& x : mixed) mixed_json.push_back(x);
   m["merged"] = {{"tool", "runner merge"},
                  {"at", utc_now_iso8601()},
-                 {"shards", ref.count},
+                 {"shards", first.count},
                  {"allow_mixed", opt.allow_mixed},
                  {"mixed", mixed_json},
                  {"differing_fields", differing},
                  {"mixed_machines", mixed_machines},
-                 {"machines", machines_json},
+                 {"machines", machines},
                  {"filter", field_text(first.manifest, "shard.filter")},
                  {"speedups", "each cell's speed-up is against the baseline its own shard ran (same machine, same "
                               "rounds); the baseline cell's file is shard 0's"}};
@@ -391,6 +455,7 @@ MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& o
   out.manifest = std::move(m);
   return out;
 }
+
 }  // namespace
 
 fs::path write_merged_set(const fs::path& out_root, const MergedSet& set) {
