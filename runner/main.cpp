@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
+#include <string>
 #include <tuple>
 
 #include "core/device.h"
@@ -40,17 +42,24 @@ const CLI::Validator positive_minutes(
                                                                    "for no limit)");
     },
     "MINUTES > 0");
-}  // namespace
 
-int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "doctor") return mpb::run_doctor(argc - 1, argv + 1);
-  if (argc > 1 && std::string(argv[1]) == "merge") return mpb::run_merge(argc - 1, argv + 1);
-  if (argc > 1 && std::string(argv[1]) == "selftest") return mpb::run_selftest(argc - 1, argv + 1);
-  if (argc > 1 && std::string(argv[1]) == "describe") return mpb::run_describe(argc - 1, argv + 1);
-  CLI::App app{"mpbench runner: trains every cell of an experiment matrix and records speed, memory and convergence"};
+// What the command line asks for: the run's options and the values main
+// turns into them once parsed.
+struct CommandLine {
   std::string file;
   mpb::RunOptions opt;
-  app.add_option("file", file, "experiment YAML (see docs/CONFIG.md)")->required();
+  std::string order = "interleaved";
+  uint64_t order_seed = 0;
+  CLI::Option* seed_opt = nullptr;
+  CLI::Option* assume_gpu_opt = nullptr;
+  bool find_max_batch = false;
+  std::string lock_clocks, shard, export_dir;
+};
+
+// The experiment file, where results go, which cells, and in what order.
+void add_run_options(CLI::App& app, CommandLine& cl) {
+  mpb::RunOptions& opt = cl.opt;
+  app.add_option("file", cl.file, "experiment YAML (see docs/CONFIG.md)")->required();
   app.add_option("--out", opt.out_dir, "results root; files go to <out>/<experiment name>/")->default_val("results");
   app.add_option("--device", opt.device, "cpu, cuda or auto (default: the file's device, else auto)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
@@ -58,15 +67,13 @@ int main(int argc, char** argv) {
   app.add_flag("--dry-run", opt.dry_run, "list the expanded cells and exit");
   app.add_flag("--resume", opt.resume,
                "keep finished cells and finished repeats whose results exist with the same config; run the rest");
-  std::string order = "interleaved";
-  app.add_option("--order", order,
+  app.add_option("--order", cl.order,
                  "interleaved: round r runs repeat r of every cell in a seeded random order (noise lands on every "
                  "cell alike); sequential: all repeats of one cell, then the next")
       ->check(CLI::IsMember({"interleaved", "sequential"}))
       ->default_val("interleaved");
-  uint64_t order_seed = 0;
-  auto* seed_opt = app.add_option("--order-seed", order_seed,
-                                  "seed of the interleaved order (default: from the experiment's config hash)");
+  cl.seed_opt = app.add_option("--order-seed", cl.order_seed,
+                               "seed of the interleaved order (default: from the experiment's config hash)");
   app.add_flag("--quiet", opt.quiet, "no progress lines or table");
   app.add_option("--inject-step-delay-ms", opt.inject_step_delay_ms,
                  "TESTING ONLY: sleep this long inside every timed step, a planted slowdown for testing a "
@@ -82,7 +89,10 @@ int main(int argc, char** argv) {
   app.add_flag("--fail-on-divergence", opt.fail_on_divergence,
                "exit 3 when a cell diverged (a non-finite final or eval loss); by default divergence is a "
                "result, shown in the table, and the exit code is 0");
-  // The watchdog's limits (runner/results/watchdog.h), in seconds.
+}
+
+// The watchdog's limits (runner/results/watchdog.h), in seconds, and its planted hang.
+void add_watchdog_options(CLI::App& app, mpb::RunOptions& opt) {
   for (const auto& [name, seconds, help] : {
            std::tuple<const char*, double*, const char*>{
                "--stall-timeout", &opt.watchdog.stall_s,
@@ -96,38 +106,38 @@ int main(int argc, char** argv) {
   app.add_option("--inject-hang", opt.inject_hang,
                  "TESTING ONLY: cells matching this --filter expression hang after step 3 (a planted hang for the "
                  "watchdog's test; recorded in the manifest)");
-  auto* assume_gpu_opt = app.add_option("--assume-gpu", opt.assume_gpu,
+}
+
+// The estimate's GPU, the other modes (find-max-batch, export) and the machine's share.
+void add_mode_options(CLI::App& app, CommandLine& cl) {
+  cl.assume_gpu_opt = app.add_option("--assume-gpu", cl.opt.assume_gpu,
                  "estimate the run's time for this GPU's dense peaks (rtx3090, a100, h100, l4, rtx4090, ...; "
                  "docs/CONFIG.md): --dry-run prints it per cell; a real run keeps it beside the measured time")
       ->type_name("NAME");
-  bool find_max_batch = false;
-  app.add_flag("--find-max-batch", find_max_batch,
+  app.add_flag("--find-max-batch", cl.find_max_batch,
                "print the largest batch_size each cell (after --filter) can train with on the device: its memory "
                "estimate against free memory, and on a GPU two real training steps per candidate; writes nothing");
-  std::string lock_clocks;
-  app.add_option("--lock-clocks", lock_clocks,
+  app.add_option("--lock-clocks", cl.lock_clocks,
                  "hold the GPU's SM clock at its base clock ('base') or at MHZ for the whole run, through NVML "
                  "(needs root; refused: the run stops before anything is written); released at the end and "
                  "recorded in the manifest (device.clock_lock)")
       ->type_name("base|MHZ");
-  std::string shard;
-  app.add_option("--shard", shard,
+  app.add_option("--shard", cl.shard,
                  "run only share I of N (0 <= I < N) of the cells, balanced by GEMM FLOPs x steps x repeats, "
                  "into <out>/<name>.shard-I-of-N/; `runner merge` joins the shares (docs/SCALE.md)")
       ->type_name("I/N");
-  std::string export_dir;
-  app.add_option("--export-reference", export_dir,
+  app.add_option("--export-reference", cl.export_dir,
                  "write the one cell --filter selects (weights, batches, mpbench's logits, gradients and losses) "
                  "to DIR for scripts/torch_reference.py (docs/REFERENCE.md), on the CPU, and exit")
       ->type_name("DIR");
-  mpb::remember_command_line(argc, argv);  // the watchdog restarts the runner with it
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? mpb::kExitOk : mpb::kExitBadInput;
-  }
-  opt.order = mpb::parse_run_order(order);
-  if (assume_gpu_opt->count() && opt.assume_gpu.empty()) {
+}
+
+// The parsed values into cl.opt; a value CLI11 cannot judge alone is refused
+// here: kExitBadInput, else nullopt.
+std::optional<int> finish_options(CommandLine& cl) {
+  mpb::RunOptions& opt = cl.opt;
+  opt.order = mpb::parse_run_order(cl.order);
+  if (cl.assume_gpu_opt->count() && opt.assume_gpu.empty()) {
     std::fprintf(stderr, "error: --assume-gpu '': name a GPU (rtx3090, a100, h100, l4, rtx4090, ...; docs/CONFIG.md)\n");
     return mpb::kExitBadInput;
   }
@@ -135,41 +145,45 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return mpb::kExitBadInput;
   }
-  if (seed_opt->count()) opt.order_seed = order_seed;
-  if (!lock_clocks.empty()) {
+  if (cl.seed_opt->count()) opt.order_seed = cl.order_seed;
+  if (!cl.lock_clocks.empty()) {
     std::string error;
-    opt.lock_clocks = mpb::parse_clock_lock(lock_clocks, &error);
+    opt.lock_clocks = mpb::parse_clock_lock(cl.lock_clocks, &error);
     if (!opt.lock_clocks) {
       std::fprintf(stderr, "error: %s\n", error.c_str());
       return mpb::kExitBadInput;
     }
   }
-  if (!shard.empty()) {
+  if (!cl.shard.empty()) {
     std::string error;
-    opt.shard = mpb::parse_shard(shard, &error);
+    opt.shard = mpb::parse_shard(cl.shard, &error);
     if (!opt.shard) {
       std::fprintf(stderr, "error: %s\n", error.c_str());
       return mpb::kExitBadInput;
     }
-    if (!export_dir.empty()) {
+    if (!cl.export_dir.empty()) {
       std::fprintf(stderr, "error: --shard and --export-reference do not combine (the export is one cell)\n");
       return mpb::kExitBadInput;
     }
   }
+  return std::nullopt;
+}
 
+// The experiment file's command: export, find-max-batch or the run.
+int run_command(const CommandLine& cl) {
   mpb::ExperimentConfig exp;
   try {
-    exp = mpb::load_experiment(file);
+    exp = mpb::load_experiment(cl.file);
   } catch (const mpb::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return mpb::kExitBadInput;
   }
-  if (!export_dir.empty()) return mpb::run_export_reference(exp, opt.filter, export_dir);
+  if (!cl.export_dir.empty()) return mpb::run_export_reference(exp, cl.opt.filter, cl.export_dir);
   std::signal(SIGINT, on_sigint);
   std::signal(SIGTERM, on_sigint);
   try {
-    if (find_max_batch) return mpb::run_find_max_batch(exp, opt);
-    return mpb::run_experiment(exp, opt);
+    if (cl.find_max_batch) return mpb::run_find_max_batch(exp, cl.opt);
+    return mpb::run_experiment(exp, cl.opt);
   } catch (const mpb::ResultDirBusy& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return mpb::kExitBusy;
@@ -177,4 +191,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return mpb::kExitFailure;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "doctor") return mpb::run_doctor(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "merge") return mpb::run_merge(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "selftest") return mpb::run_selftest(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "describe") return mpb::run_describe(argc - 1, argv + 1);
+  CLI::App app{"mpbench runner: trains every cell of an experiment matrix and records speed, memory and convergence"};
+  CommandLine cl;
+  add_run_options(app, cl);
+  add_watchdog_options(app, cl.opt);
+  add_mode_options(app, cl);
+  mpb::remember_command_line(argc, argv);  // the watchdog restarts the runner with it
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? mpb::kExitOk : mpb::kExitBadInput;
+  }
+  if (const std::optional<int> rc = finish_options(cl)) return *rc;
+  return run_command(cl);
 }

@@ -162,19 +162,27 @@ const SafetensorsTensor& SafetensorsFile::at(const std::string& name) const {
   return *t;
 }
 
-SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& what) {
-  auto fail = [&](const std::string& msg) -> SafetensorsError {
+namespace {
+
+// "<what>: not a valid safetensors file: <msg>", for every check below.
+struct InvalidFile {
+  const std::string& what;
+  SafetensorsError operator()(const std::string& msg) const {
     return SafetensorsError(what + ": not a valid safetensors file: " + msg);
-  };
+  }
+};
+
+// The 8-byte little-endian header length, checked against the file; sets `n`.
+nlohmann::json read_header(const std::string& bytes, const InvalidFile& fail, uint64_t* n) {
   if (bytes.size() < 8)
     throw fail("only " + std::to_string(bytes.size()) + " bytes (the header length alone is 8)");
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
-  if (n > kMaxHeader) throw fail("header length " + std::to_string(n) + " exceeds the 100 MB limit");
-  if (n > bytes.size() - 8)
-    throw fail("header length " + std::to_string(n) + " runs past the end of the file (" +
+  *n = 0;
+  for (int i = 7; i >= 0; --i) *n = (*n << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
+  if (*n > kMaxHeader) throw fail("header length " + std::to_string(*n) + " exceeds the 100 MB limit");
+  if (*n > bytes.size() - 8)
+    throw fail("header length " + std::to_string(*n) + " runs past the end of the file (" +
                std::to_string(bytes.size()) + " bytes)");
-  const std::string text = bytes.substr(8, n);
+  const std::string text = bytes.substr(8, *n);
   if (text.empty() || text[0] != '{') throw fail("the header does not start with '{'");
   nlohmann::json header;
   try {
@@ -183,56 +191,54 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
     throw fail(std::string("the header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) throw fail("the header is not a JSON object");
+  return header;
+}
 
-  const uint64_t buffer_size = bytes.size() - 8 - n;
-  const char* buffer = bytes.data() + 8 + n;
-  SafetensorsFile file;
-  struct Span {
-    uint64_t begin, end;
-    size_t index;
-  };
-  std::vector<Span> spans;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      if (!entry.is_object()) throw fail("__metadata__ is not an object");
-      for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string()) throw fail("__metadata__ value of '" + k + "' is not a string");
-        file.metadata[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    const std::string where = "tensor '" + name + "': ";
-    if (!entry.is_object()) throw fail(where + "entry is not an object");
-    if (!entry.contains("dtype") || !entry["dtype"].is_string()) throw fail(where + "missing string 'dtype'");
-    if (!entry.contains("shape") || !entry["shape"].is_array()) throw fail(where + "missing array 'shape'");
-    if (!entry.contains("data_offsets") || !entry["data_offsets"].is_array() || entry["data_offsets"].size() != 2)
-      throw fail(where + "missing 'data_offsets' [begin, end]");
-    SafetensorsTensor t;
-    t.name = name;
-    t.dtype = entry["dtype"].get<std::string>();
-    const size_t elem = safetensors_dtype_size(t.dtype);
-    if (elem == 0) throw fail(where + "unknown dtype '" + t.dtype + "'");
-    for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned()) throw fail(where + "shape entries must be non-negative integers");
-      t.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
-    }
-    for (const auto& o : entry["data_offsets"])
-      if (!o.is_number_unsigned()) throw fail(where + "data_offsets must be non-negative integers");
-    const uint64_t begin = entry["data_offsets"][0].get<uint64_t>();
-    const uint64_t end = entry["data_offsets"][1].get<uint64_t>();
-    if (begin > end || end > buffer_size)
-      throw fail(where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                 "] outside the " + std::to_string(buffer_size) + "-byte buffer");
-    const int64_t numel = checked_numel(t.shape);
-    if (numel < 0 || static_cast<uint64_t>(numel) * elem != end - begin)
-      throw fail(where + t.dtype + shape_str(t.shape) + " needs " +
-                 (numel < 0 ? std::string("an impossible number of") : std::to_string(uint64_t(numel) * elem)) +
-                 " bytes, data_offsets give " + std::to_string(end - begin));
-    t.data.assign(reinterpret_cast<const uint8_t*>(buffer + begin), reinterpret_cast<const uint8_t*>(buffer + end));
-    spans.push_back({begin, end, file.tensors.size()});
-    file.tensors.push_back(std::move(t));
+// Where a tensor's bytes lie in the buffer, and which tensor it is.
+struct Span {
+  uint64_t begin, end;
+  size_t index;
+};
+
+// One header entry: its dtype, shape and bytes, checked against the buffer.
+SafetensorsTensor read_tensor(const std::string& name, const nlohmann::json& entry, const char* buffer,
+                              uint64_t buffer_size, const InvalidFile& fail, Span* span) {
+  const std::string where = "tensor '" + name + "': ";
+  if (!entry.is_object()) throw fail(where + "entry is not an object");
+  if (!entry.contains("dtype") || !entry["dtype"].is_string()) throw fail(where + "missing string 'dtype'");
+  if (!entry.contains("shape") || !entry["shape"].is_array()) throw fail(where + "missing array 'shape'");
+  if (!entry.contains("data_offsets") || !entry["data_offsets"].is_array() || entry["data_offsets"].size() != 2)
+    throw fail(where + "missing 'data_offsets' [begin, end]");
+  SafetensorsTensor t;
+  t.name = name;
+  t.dtype = entry["dtype"].get<std::string>();
+  const size_t elem = safetensors_dtype_size(t.dtype);
+  if (elem == 0) throw fail(where + "unknown dtype '" + t.dtype + "'");
+  for (const auto& d : entry["shape"]) {
+    if (!d.is_number_unsigned()) throw fail(where + "shape entries must be non-negative integers");
+    t.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
   }
-  // The tensors must tile the buffer exactly: no overlaps, no holes.
+  for (const auto& o : entry["data_offsets"])
+    if (!o.is_number_unsigned()) throw fail(where + "data_offsets must be non-negative integers");
+  const uint64_t begin = entry["data_offsets"][0].get<uint64_t>();
+  const uint64_t end = entry["data_offsets"][1].get<uint64_t>();
+  if (begin > end || end > buffer_size)
+    throw fail(where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+               "] outside the " + std::to_string(buffer_size) + "-byte buffer");
+  const int64_t numel = checked_numel(t.shape);
+  if (numel < 0 || static_cast<uint64_t>(numel) * elem != end - begin)
+    throw fail(where + t.dtype + shape_str(t.shape) + " needs " +
+               (numel < 0 ? std::string("an impossible number of") : std::to_string(uint64_t(numel) * elem)) +
+               " bytes, data_offsets give " + std::to_string(end - begin));
+  t.data.assign(reinterpret_cast<const uint8_t*>(buffer + begin), reinterpret_cast<const uint8_t*>(buffer + end));
+  span->begin = begin;
+  span->end = end;
+  return t;
+}
+
+// The tensors must tile the buffer exactly: no overlaps, no holes. Puts
+// `file`'s tensors in buffer order.
+void check_tiling(std::vector<Span> spans, SafetensorsFile& file, uint64_t buffer_size, const InvalidFile& fail) {
   std::sort(spans.begin(), spans.end(),
             [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   uint64_t at = 0;
@@ -249,6 +255,32 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
   ordered.reserve(spans.size());
   for (const Span& s : spans) ordered.push_back(std::move(file.tensors[s.index]));
   file.tensors = std::move(ordered);
+}
+
+}  // namespace
+
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& what) {
+  const InvalidFile fail{what};
+  uint64_t n = 0;
+  const nlohmann::json header = read_header(bytes, fail, &n);
+  const uint64_t buffer_size = bytes.size() - 8 - n;
+  const char* buffer = bytes.data() + 8 + n;
+  SafetensorsFile file;
+  std::vector<Span> spans;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) throw fail("__metadata__ is not an object");
+      for (const auto& [k, v] : entry.items()) {
+        if (!v.is_string()) throw fail("__metadata__ value of '" + k + "' is not a string");
+        file.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    Span span{0, 0, file.tensors.size()};
+    file.tensors.push_back(read_tensor(name, entry, buffer, buffer_size, fail, &span));
+    spans.push_back(span);
+  }
+  check_tiling(std::move(spans), file, buffer_size, fail);
   return file;
 }
 
