@@ -1,5 +1,7 @@
 #include "core/device.h"
 
+#include <optional>
+#include <string>
 #include <utility>
 
 namespace mpb {
@@ -12,6 +14,16 @@ const char* gemm_compute_name(GemmCompute c) {
     case GemmCompute::BF16: return "bf16";
   }
   return "?";
+}
+
+Feature gemm_feature(GemmCompute c) {
+  switch (c) {
+    case GemmCompute::F32: return Feature::GemmF32;
+    case GemmCompute::TF32: return Feature::GemmTf32;
+    case GemmCompute::F16: return Feature::GemmF16;
+    case GemmCompute::BF16: return Feature::GemmBf16;
+  }
+  return Feature::GemmF32;  // unreachable: every mode is listed (-Wswitch checks)
 }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
@@ -43,5 +55,11 @@ DeviceBuffer Device::alloc(Shape shape, DType dtype, MemCategory category) {
   memory().on_alloc(category, bytes);
   return DeviceBuffer(this, view, category, bytes);
 }
+
+// The defaults of Device's optional members (core/device.h says why they are not inline).
+std::optional<size_t> Device::free_memory_bytes() const { return std::nullopt; }
+std::optional<size_t> Device::reserved_peak_bytes() const { return std::nullopt; }
+void Device::range_push(const char* name) { (void)name; }
+void Device::range_pop() {}
 
 }  // namespace mpb

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/attention_layout.h"
+#include "core/device_capabilities.h"
 #include "core/device_counters.h"
 #include "core/fp8.h"
 #include "core/memory_tracker.h"
@@ -88,6 +89,7 @@ enum class Activation { Relu, Gelu };  // Gelu: tanh approximation everywhere (m
 // F16/BF16 take 2-byte operands; accumulation is always fp32.
 enum class GemmCompute { F32, TF32, F16, BF16 };
 const char* gemm_compute_name(GemmCompute c);  // "fp32", "tf32", "fp16", "bf16"
+Feature gemm_feature(GemmCompute c);           // what Device::supports is asked for mode c
 
 // Forward epilogues (Bias, BiasRelu, BiasGelu) add GemmArgs::bias [n] and
 // apply the activation; they require alpha == 1 and beta == 0.
@@ -131,8 +133,7 @@ inline bool is_backward_epilogue(Epilogue e) { return e == Epilogue::DGelu || e 
 //              tensor fold into it.
 //   saturated: empty, or [1] float32: the count of elements with |x * scale|
 //              above the format's max (clamped to it) is added.
-// Only for batch == 1; the device must report fp8_gemm_support() other than
-// "unsupported...".
+// Only for batch == 1; the device must run Feature::GemmFp8 (supports()).
 struct GemmFp8Operand {
   bool enabled = false;
   Fp8Format format = Fp8Format::E4M3;
@@ -298,13 +299,13 @@ class Device {
   // Bytes that can still be allocated now (CPU: the host's MemAvailable; CUDA:
   // cudaMemGetInfo's free memory), for refusing a cell whose memory estimate
   // does not fit before it runs. nullopt: this device can't say.
-  virtual std::optional<size_t> free_memory_bytes() const { return std::nullopt; }
+  virtual std::optional<size_t> free_memory_bytes() const;
   // The most bytes this device held from its memory at once since it was
   // made, whoever asked (CUDA: cudaMalloc'd bytes; tensors, scratch and
   // workspaces alike), for the memory triple of docs/RESULTS.md. nullopt: the
   // device's memory is the process's (the CPU), whose RSS high-water mark is
   // that figure.
-  virtual std::optional<size_t> reserved_peak_bytes() const { return std::nullopt; }
+  virtual std::optional<size_t> reserved_peak_bytes() const;
   // dst.bytes() bytes; host pointers must not be null when there are bytes.
   // upload may return before the copy has run (CUDA stages batches in pinned
   // memory); host_src may be reused as soon as it returns either way.
@@ -319,8 +320,11 @@ class Device {
   // show "encoder.layer.3 forward"; nothing on the CPU): pushed and popped in
   // LIFO order on the host thread; asynchronous, never a sync. `name` must
   // live until the push returns. Use DeviceRange, which pops on every exit.
-  virtual void range_push(const char* name) { (void)name; }
-  virtual void range_pop() {}
+  // The defaults (nothing) are out of line (core/device.cpp), as every
+  // default here is: a backend built once per ISA (the CPU's kernels) would
+  // otherwise emit its own copy of each, and the linker keeps one for all.
+  virtual void range_push(const char* name);
+  virtual void range_pop();
 
   // --- GEMM -----------------------------------------------------------------
   // Rules (GemmArgs, Epilogue): m, n, k > 0 and batch >= 1.
@@ -337,19 +341,22 @@ class Device {
   // - Every tensor's data is aligned to its element size.
   // A compute mode this device reports "unsupported" throws DeviceError.
   void gemm(const GemmArgs& args);
-  // "native" when the hardware computes this mode, "emulated" when operands are
-  // rounded to the format and multiplied in fp32 (what tensor cores compute),
-  // "unsupported" when this device can't run it.
-  virtual std::string gemm_support(GemmCompute c) const = 0;
+  // The one capability question (core/device_capabilities.h): native,
+  // emulated or unsupported with a reason, for a GEMM mode
+  // (gemm_feature(c)) or FP8 operands.
+  virtual Support supports(Feature f) const = 0;
+  // supports(gemm_feature(c)) as the word result files record
+  // (support_level_name): for the callers that write or print it.
+  std::string gemm_support(GemmCompute c) const { return support_level_name(supports(gemm_feature(c)).level); }
   // What this device asks its GEMM library for in mode `c`: the library, its
   // compute type and the operand types ("cublasLt CUBLAS_COMPUTE_32F_FAST_TF32,
   // A/B/C CUDA_R_32F"), recorded in every cell (gemm_math.requested): the
   // evidence beside which a process-wide override that turns "fp32" into TF32
   // (NVIDIA_TF32_OVERRIDE, ONEDNN_DEFAULT_FPMATH_MODE) shows.
   virtual std::string gemm_math(GemmCompute c) const = 0;
-  // FP8 operands (GemmFp8Operand): "native", "emulated", or "unsupported: WHY"
-  // (the CUDA backend names the GPU's compute capability).
-  virtual std::string fp8_gemm_support() const { return "unsupported: this device has no FP8 GEMM"; }
+  // supports(Feature::GemmFp8) as text: "native", "emulated" or
+  // "unsupported: WHY" (Support::describe), for the callers that print it.
+  std::string fp8_gemm_support() const { return supports(Feature::GemmFp8).describe(); }
 
   // --- element-wise ----------------------------------------------------------
   // Float tensors; inputs and outputs have the same element count.
@@ -555,81 +562,15 @@ class Device {
                  const Tensor& scratch);
 
  protected:
-  // The backends' implementations, one per public op above (whose comment
-  // is the contract). Each is called only by that op, after its checks.
-  virtual void upload_impl(const Tensor& dst, const void* host_src) = 0;
-  virtual void download_impl(void* host_dst, const Tensor& src) = 0;
-  virtual void copy_impl(const Tensor& dst, const Tensor& src) = 0;
-  virtual void gemm_impl(const GemmArgs& args) = 0;
-  virtual void fill_impl(const Tensor& t, float value) = 0;
-  virtual void cast_impl(const Tensor& dst, const Tensor& src) = 0;
-  virtual void scale_impl(const Tensor& t, float factor) = 0;
-  virtual void add_bias_impl(const Tensor& y, const Tensor& bias) = 0;
-  virtual void activation_forward_impl(Activation act, const Tensor& out, const Tensor& in) = 0;
-  virtual void activation_backward_impl(Activation act, const Tensor& din, const Tensor& dout,
-                                        const Tensor& pre_act) = 0;
-  virtual void bias_grad_impl(const Tensor& db, const Tensor& dy, GradMode mode) = 0;
-  // The two loss ops: `deferred`, they add their summed loss to the device's
-  // loss sum and return 0 at once; otherwise they return it (waiting for the
-  // device) and leave the loss sum alone. loss_sum_read_impl returns the loss
-  // sum and zeroes it (waiting for the device).
-  virtual double softmax_xent_forward_impl(const Tensor& probs, const Tensor& logits, const Tensor& labels,
-                                           bool deferred) = 0;
-  virtual void softmax_xent_backward_impl(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
-                                          float grad_scale) = 0;
-  virtual double softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
-                                         float grad_scale, bool deferred) = 0;
-  virtual double loss_sum_read_impl() = 0;
-  virtual int64_t count_correct_impl(const Tensor& logits, const Tensor& labels) = 0;
-  virtual void label_positions_impl(const Tensor& pos, const Tensor& pos_labels, const Tensor& labels) = 0;
-  virtual TensorStats stats_impl(const Tensor& t) = 0;
-  // decide_step_impl keeps the statistics and decision on the device;
-  // step_results_read_impl returns them with the loss sum, which it zeroes
-  // (waiting for the device).
-  virtual void decide_step_impl(const Tensor& grads, double loss_scale, double grad_clip) = 0;
-  virtual StepResults step_results_read_impl() = 0;
-  virtual ExponentHistogram exponent_histogram_impl(const Tensor& t, int lo, int nbins) = 0;
-  virtual void add_impl(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
-  virtual void layernorm_forward_impl(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                                      const Tensor& gamma, const Tensor& beta, float eps) = 0;
-  virtual void residual_layernorm_forward_impl(const Tensor& out, const Tensor& sum, const Tensor& mean,
-                                               const Tensor& rstd, const Tensor& a, const Tensor& b,
-                                               const Tensor& gamma, const Tensor& beta, float eps) = 0;
-  virtual void layernorm_backward_impl(const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
-                                       const Tensor& dout, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                                       const Tensor& gamma, GradMode dx_mode, GradMode param_mode) = 0;
-  virtual void split_heads_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qkv) = 0;
-  virtual void merge_qkv_grads_impl(const Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv) = 0;
-  virtual void merge_heads_impl(const Tensor& out, const Tensor& in) = 0;
-  virtual void split_heads_grad_impl(const Tensor& din, const Tensor& dout) = 0;
-  virtual void masked_softmax_forward_impl(const Tensor& probs, const Tensor& scores, const Tensor& key_valid,
-                                           float scale, float mask_value) = 0;
-  virtual void softmax_backward_impl(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs,
-                                     float scale) = 0;
-  // Both layouts of fused attention (core/attention_layout.h); lse is
-  // contiguous fp32 [B,H,Tq]. Backward: dq and dout/out are [B,H,Tq,D], dk
-  // and dv [B,H,Tk,D], each where its layout says.
-  virtual void attention_forward_impl(const AttentionProblem& p, const AttnOperand& out, const Tensor& lse) = 0;
-  virtual void attention_backward_impl(const AttentionProblem& p, const AttnOperand& dq, const AttnOperand& dk,
-                                       const AttnOperand& dv, const AttnOperand& dout, const AttnOperand& out,
-                                       const Tensor& lse) = 0;
-  virtual void embedding_forward_impl(const Tensor& out, const Tensor& table, const Tensor& ids) = 0;
-  virtual void embedding_backward_impl(const Tensor& dtable, const Tensor& dout, const Tensor& ids,
-                                       GradMode mode) = 0;
-  virtual void dropout_impl(const Tensor& out, const Tensor& in, float p, uint64_t seed) = 0;
-  virtual void fp8_update_scales_impl(const Tensor& scale, const Tensor& amax, const Tensor& history,
-                                      const Tensor& steps, const Tensor& fp8_max, const std::vector<bool>& touched,
-                                      int margin, bool most_recent) = 0;
-  virtual void adamw_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                               const AdamWHyper& h, GradScale grad_scale, bool fused, const Tensor& param_copy,
-                               const std::vector<ElementRange>& no_decay) = 0;
-  virtual void sgd_step_impl(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf,
-                             const SgdHyper& h, GradScale grad_scale, const std::vector<ElementRange>& no_decay) = 0;
-  virtual void lamb_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                              const LambHyper& h, GradScale grad_scale, const Tensor& param_copy,
-                              const std::vector<LambTensor>& tensors, const Tensor& scratch) = 0;
+  // The backends' implementations, one per op of core/device_ops.inc (the
+  // one list of them; the public op above that calls it is its contract).
+  // Each is called only by its public op, after that op's checks.
+#define MPB_DEVICE_OP(group, ret, name, params, args) virtual ret name##_impl params = 0;
+#include "core/device_ops.inc"
+#undef MPB_DEVICE_OP
 
   friend class DeviceBuffer;
+  friend class ForwardingDevice;  // core/forwarding_device.h: passes each *_impl to another device
   virtual void* raw_alloc(size_t bytes) = 0;
   virtual void raw_free(void* ptr) = 0;
 

@@ -1,5 +1,5 @@
-// CpuDevice's construction, memory, copies and timers; the numeric ops are in
-// the other files of backends/cpu (see cpu_device_impl.h).
+// CpuDevice's construction, memory, copies and timers, and make_cpu_device();
+// the numeric ops are in the other files of backends/cpu (see cpu_device_impl.h).
 #include "backends/cpu/cpu_device.h"
 
 #include <omp.h>
@@ -14,6 +14,7 @@
 
 #include "backends/cpu/cpu_device_impl.h"
 #include "backends/cpu/cpu_isa.h"
+#include "core/host_memory.h"
 
 namespace mpb {
 
@@ -73,9 +74,7 @@ std::string onednn_isa_name() {
 
 }  // namespace
 
-CpuDevice::CpuDevice() : CpuDevice(choose_cpu_isa()) {}
-
-CpuDevice::CpuDevice(const CpuIsaChoice& isa) : kernels_(&cpu_kernels(isa.isa)), onednn_(make_onednn_matmul()) {
+CpuDevice::CpuDevice(const CpuIsaChoice& isa) : onednn_(make_onednn_matmul()) {
   info_.kind = "cpu";
   info_.kernel_isa = cpu_isa_name(isa.isa);
   info_.kernel_isa_source = isa.source;
@@ -87,6 +86,14 @@ CpuDevice::CpuDevice(const CpuIsaChoice& isa) : kernels_(&cpu_kernels(isa.isa)),
   info_.versions.emplace_back("onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                                             std::to_string(v->patch));
 }
+
+CpuDevice::~CpuDevice() = default;
+
+const DeviceInfo& CpuDevice::info() const { return info_; }
+
+void CpuDevice::synchronize() { note_host_sync(); }
+
+std::optional<size_t> CpuDevice::free_memory_bytes() const { return host_available_memory_bytes(); }
 
 std::unique_ptr<DeviceTimer> CpuDevice::make_timer() { return std::make_unique<CpuTimer>(*this); }
 
@@ -119,7 +126,7 @@ void* CpuDevice::workspace(int slot, size_t bytes) {
 
 }  // namespace cpu
 
-std::unique_ptr<Device> make_cpu_device() { return std::make_unique<cpu::CpuDevice>(); }
+std::unique_ptr<Device> make_cpu_device() { return cpu::make_cpu_device_for(cpu::choose_cpu_isa()); }
 
 std::optional<std::string> cpu_device_unavailable() {
   try {

@@ -1,12 +1,16 @@
 // CpuDevice: the Device implementation behind make_cpu_device(). Internal to
-// the CPU backend. Its memory, copy and timing members are defined in
-// backends/cpu/cpu_device.cpp, the GEMM in backends/cpu/gemm_onednn.cpp
-// (oneDNN), and every other op hands its call to the hand-written kernels
-// (backends/cpu/cpu_kernel_calls.cpp): OpenMP loops over the scalar cores in
-// ops/*.h, in backends/cpu/kernels/, built once per ISA and chosen at run time
-// (backends/cpu/cpu_isa.h). The public Device ops have checked the arguments
-// against core/device.h before any *_impl runs, so the code here checks nothing
-// but what only the CPU backend knows (the ids and labels in host memory).
+// the CPU backend. It defines memory, copies and timing (backends/cpu/
+// cpu_device.cpp), the GEMM (backends/cpu/gemm_onednn.cpp, oneDNN), the
+// step's host-side state (backends/cpu/step_state.cpp) and the FP8 scale
+// update (backends/cpu/fp8_scales.cpp); every other op is a hand-written
+// kernel: OpenMP loops over the scalar cores in ops/*.h, in
+// backends/cpu/kernels/, built once per ISA into a class Kernels derived from
+// CpuDevice. make_cpu_device() makes the Kernels of the ISA chosen at run
+// time (backends/cpu/cpu_isa.h), so an op is one virtual call, straight into
+// that ISA's loop. Which class defines which group: backends/cpu/cpu_op_owner.h.
+// The public Device ops have checked the arguments against core/device.h
+// before any *_impl runs, so the code here checks nothing but what only the
+// CPU backend knows (the ids and labels in host memory).
 #pragma once
 
 #include <cstddef>
@@ -15,9 +19,8 @@
 #include <optional>
 #include <string>
 
-#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_op_owner.h"
 #include "core/device.h"
-#include "core/host_memory.h"
 
 namespace mpb::cpu {
 
@@ -31,51 +34,57 @@ struct OnednnMatmulDeleter {
 };
 std::unique_ptr<OnednnMatmul, OnednnMatmulDeleter> make_onednn_matmul();
 
-// Not final: tests plant a bug in one op by overriding its *_impl
-// (tests/runner/commands/test_selftest.cpp proves that `runner selftest` fails then).
+// Abstract: each ISA's Kernels (backends/cpu/kernels/kernels.h) completes it.
+// A test that plants a bug in one op wraps the device in a ForwardingDevice
+// (core/forwarding_device.h) instead of deriving from it.
 class CpuDevice : public Device {
  public:
-  CpuDevice();  // the kernels choose_cpu_isa() picks (throws DeviceError as it does)
-  explicit CpuDevice(const CpuIsaChoice& isa);
+  explicit CpuDevice(const CpuIsaChoice& isa);  // isa: the Kernels' own, for DeviceInfo
   CpuDevice(const CpuDevice&) = delete;
   CpuDevice& operator=(const CpuDevice&) = delete;
 
-  const DeviceInfo& info() const override { return info_; }
-  void synchronize() override { note_host_sync(); }  // nothing to wait for; counted as the call it is
+  // Defined in backends/cpu/cpu_device.cpp, never inline: the ISA builds
+  // derive from this class, and an inline member they emitted (compiled with
+  // their flags) could stand in for everyone's at link time.
+  ~CpuDevice() override;
+  const DeviceInfo& info() const override;
+  void synchronize() override;  // nothing to wait for; counted as the call it is
   std::unique_ptr<DeviceTimer> make_timer() override;
-  std::string gemm_support(GemmCompute c) const override;  // backends/cpu/gemm_onednn.cpp
-  std::string gemm_math(GemmCompute c) const override;     // backends/cpu/gemm_onednn.cpp
-  std::string fp8_gemm_support() const override;           // backends/cpu/gemm_onednn.cpp
-  std::optional<size_t> free_memory_bytes() const override { return host_available_memory_bytes(); }
+  Support supports(Feature f) const override;           // backends/cpu/gemm_onednn.cpp
+  std::string gemm_math(GemmCompute c) const override;  // backends/cpu/gemm_onednn.cpp
+  std::optional<size_t> free_memory_bytes() const override;
+
+  // dst[i] = src[i] converted (any float dtypes, same element count; unchecked):
+  // the ISA's loop behind cast(), for the ops that convert internally (the
+  // GEMM's operand widening, the optimizers' parameter copies).
+  virtual void convert(const Tensor& dst, const Tensor& src) = 0;
 
  protected:
-  // Defined in the file named for each group of the list (the kernel groups in
-  // backends/cpu/cpu_kernel_calls.cpp, which calls the ISA build's copy of the
-  // file named):
+  // The groups of core/device_ops.inc that CpuDevice defines (cpu_op_owner.h):
   //   memory and copies   backends/cpu/cpu_device.cpp
   //   GEMM                backends/cpu/gemm_onednn.cpp
-  //   element-wise        backends/cpu/kernels/elementwise.cpp
-  //   losses              backends/cpu/kernels/loss.cpp
-  //   reductions          backends/cpu/kernels/reduce.cpp
-  //   transformer ops     backends/cpu/kernels/transformer.cpp
-  //   attention           backends/cpu/kernels/attention.cpp
-  //   embeddings          backends/cpu/kernels/embedding.cpp
-  //   optimizers          backends/cpu/kernels/optimizer.cpp
+  //   the step's state    backends/cpu/step_state.cpp
   //   FP8 delayed scaling backends/cpu/fp8_scales.cpp (no ISA build: a few thousand scalars)
-#include "core/device_impl_overrides.inc"
+#define MPB_DEVICE_OP(group, ret, name, params, args) MPB_CPU_OWNER_##group(ret name##_impl params override;, )
+#include "core/device_ops.inc"
+#undef MPB_DEVICE_OP
+  void* raw_alloc(size_t bytes) override;
+  void raw_free(void* ptr) override;
 
- private:
-  // Grow-only scratch buffers for GEMM emulation (slot 0..3), tracked as
-  // workspace memory; valid until the next call for the same slot.
-  void* workspace(int slot, size_t bytes);
-  // A loss op's result: `loss` returned, or (deferred) added to loss_sum_ and 0 returned.
+  // For the kernels (backends/cpu/step_state.cpp):
+  // A loss op's result: `loss` returned, or (deferred) added to the loss sum
+  // in call order, as the CUDA backend's sum on the device is, and 0 returned.
   double loss_result(double loss, bool deferred);
   // A decided GradScale (Device::decide_step): false on a skip (no update at
   // all); otherwise the factor to use, into `factor`.
   bool resolve(GradScale grad_scale, float& factor) const;
 
+ private:
+  // Grow-only scratch buffers for GEMM emulation (slot 0..3), tracked as
+  // workspace memory; valid until the next call for the same slot.
+  void* workspace(int slot, size_t bytes);
+
   DeviceInfo info_;
-  CpuKernels* kernels_;  // the ISA build chosen at construction (backends/cpu/cpu_isa.cpp); never null
   DeviceBuffer workspace_[4];
   double loss_sum_ = 0.0;  // the loss ops' deferred sum (Device::read_loss_sum)
   StepResults decision_;   // the last decide_step's statistics and decision (loss_sum unused)

@@ -138,17 +138,17 @@ CpuIsaChoice choose_cpu_isa() {
   throw DeviceError("MPB_CPU_ISA=" + want + ": unknown CPU kernel path (one of " + names + ", or unset for the best)");
 }
 
-CpuKernels& cpu_kernels(CpuIsa isa) {
-  switch (isa) {
-    case CpuIsa::Scalar: return *mpb_cpu_kernels_scalar();
+std::unique_ptr<CpuDevice> make_cpu_device_for(const CpuIsaChoice& choice) {
+  switch (choice.isa) {
+    case CpuIsa::Scalar: return mpb_cpu_kernels_scalar(choice);
 #if defined(MPB_CPU_X86_ISAS)
-    case CpuIsa::Avx2: return *mpb_cpu_kernels_avx2();
-    case CpuIsa::Avx512: return *mpb_cpu_kernels_avx512();
-    case CpuIsa::Avx512Bf16: return *mpb_cpu_kernels_avx512_bf16();
+    case CpuIsa::Avx2: return mpb_cpu_kernels_avx2(choice);
+    case CpuIsa::Avx512: return mpb_cpu_kernels_avx512(choice);
+    case CpuIsa::Avx512Bf16: return mpb_cpu_kernels_avx512_bf16(choice);
 #endif
     default: break;
   }
-  throw DeviceError(std::string("cpu: no ") + cpu_isa_name(isa) + " build of the CPU kernels in this binary");
+  throw DeviceError(std::string("cpu: no ") + cpu_isa_name(choice.isa) + " build of the CPU kernels in this binary");
 }
 
 }  // namespace mpb::cpu

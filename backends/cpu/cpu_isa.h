@@ -4,10 +4,11 @@
 // DeviceInfo (core/device.h) and cpu_device.h.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/cpu_device_impl.h"
 
 namespace mpb::cpu {
 
@@ -38,6 +39,17 @@ struct CpuIsaChoice {
 // this CPU can't run: never a silent fall-back to another path.
 CpuIsaChoice choose_cpu_isa();
 
-CpuKernels& cpu_kernels(CpuIsa isa);
+// The CPU device whose kernel ops are `choice.isa`'s build (throws
+// DeviceError when this binary has none).
+std::unique_ptr<CpuDevice> make_cpu_device_for(const CpuIsaChoice& choice);
+
+// Each ISA build's factory (backends/cpu/kernels/entry.cpp, under the name
+// CMakeLists.txt gives it).
+std::unique_ptr<CpuDevice> mpb_cpu_kernels_scalar(const CpuIsaChoice& isa);
+#if defined(MPB_CPU_X86_ISAS)
+std::unique_ptr<CpuDevice> mpb_cpu_kernels_avx2(const CpuIsaChoice& isa);
+std::unique_ptr<CpuDevice> mpb_cpu_kernels_avx512(const CpuIsaChoice& isa);
+std::unique_ptr<CpuDevice> mpb_cpu_kernels_avx512_bf16(const CpuIsaChoice& isa);
+#endif
 
 }  // namespace mpb::cpu

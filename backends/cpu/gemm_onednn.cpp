@@ -127,12 +127,18 @@ std::unique_ptr<OnednnMatmul, OnednnMatmulDeleter> make_onednn_matmul() {
   return m;
 }
 
-std::string CpuDevice::gemm_support(GemmCompute c) const {
-  switch (c) {
-    case GemmCompute::F32: return "native";
-    case GemmCompute::BF16: return onednn_->native_bf16 ? "native" : "emulated";
-    default: return "emulated";
+// fp32 and (AVX512-BF16/AMX) bf16 run natively; the rest are emulated the way
+// tensor cores compute (operands rounded to the format, fp32 products), FP8
+// included (core/fp8.h's rounding, then the fp32 GEMM).
+Support CpuDevice::supports(Feature f) const {
+  switch (f) {
+    case Feature::GemmF32: return Support::native();
+    case Feature::GemmBf16: return onednn_->native_bf16 ? Support::native() : Support::emulated();
+    case Feature::GemmTf32:
+    case Feature::GemmF16:
+    case Feature::GemmFp8: return Support::emulated();
   }
+  return Support::unsupported(std::string("cpu: unknown feature ") + feature_name(f));
 }
 
 std::string CpuDevice::gemm_math(GemmCompute c) const {
@@ -149,8 +155,6 @@ std::string CpuDevice::gemm_math(GemmCompute c) const {
   return "unknown";
 }
 
-std::string CpuDevice::fp8_gemm_support() const { return "emulated"; }
-
 namespace {
 
 // Elements an operand of `batch` matrices of `size` elements, `stride` apart,
@@ -160,7 +164,7 @@ int64_t span(int64_t batch, int64_t stride, int64_t size) { return (batch - 1) *
 // fp32 copy of the first n elements of an operand, rounded to what the compute
 // mode feeds the multiplier. A strided batch is widened over its whole span
 // (gaps included: they are converted but never read), keeping the strides.
-void widen_operand(CpuKernels& k, float* dst, const Tensor& src, int64_t n, GemmCompute compute) {
+void widen_operand(CpuDevice& k, float* dst, const Tensor& src, int64_t n, GemmCompute compute) {
   if (compute == GemmCompute::TF32) {
     const float* s = static_cast<const float*>(src.data);
 #pragma omp parallel for
@@ -199,7 +203,7 @@ void quantize_operand_fp8(float* dst, const Tensor& src, int64_t n, const GemmFp
 
 // dst[i*stride .. +size) = src[i*stride .. +size) for every matrix of a batch:
 // only the matrices, so the gaps of a strided C keep their contents.
-void cast_batch(CpuKernels& k, const Tensor& dst, const Tensor& src, int64_t batch, int64_t stride, int64_t size) {
+void cast_batch(CpuDevice& k, const Tensor& dst, const Tensor& src, int64_t batch, int64_t stride, int64_t size) {
   if (batch == 1 || stride == size) {  // contiguous: one (parallel) sweep
     k.convert(dst.flat_slice(0, span(batch, stride, size)), src.flat_slice(0, span(batch, stride, size)));
     return;
@@ -240,8 +244,8 @@ void CpuDevice::gemm_impl(const GemmArgs& g) {
       quantize_operand_fp8(static_cast<float*>(a), g.a, span_a, g.fp8_a);
       quantize_operand_fp8(static_cast<float*>(b), g.b, span_b, g.fp8_b);
     } else {
-      widen_operand(*kernels_, static_cast<float*>(a), g.a, span_a, g.compute);
-      widen_operand(*kernels_, static_cast<float*>(b), g.b, span_b, g.compute);
+      widen_operand(*this, static_cast<float*>(a), g.a, span_a, g.compute);
+      widen_operand(*this, static_cast<float*>(b), g.b, span_b, g.compute);
     }
     op_type = dt::f32;
   }
@@ -258,14 +262,14 @@ void CpuDevice::gemm_impl(const GemmArgs& g) {
   Tensor mm_dst = dst;
   if (!dst_ok) {
     mm_dst = Tensor(workspace(2, span_c * sizeof(float)), DType::F32, Shape{span_c});
-    if (g.beta != 0.0f) cast_batch(*kernels_, mm_dst, dst, g.batch, g.stride_c, g.m * g.n);
+    if (g.beta != 0.0f) cast_batch(*this, mm_dst, dst, g.batch, g.stride_c, g.m * g.n);
   }
 
   // oneDNN takes an fp32 bias; a half one (apex O2/O3 parameters) is widened.
   const void* bias = g.bias.data;
   if (g.epilogue != Epilogue::None && g.bias.dtype != DType::F32) {
     void* wide = workspace(3, g.n * sizeof(float));
-    kernels_->convert(Tensor(wide, DType::F32, Shape{g.n}), g.bias);
+    convert(Tensor(wide, DType::F32, Shape{g.n}), g.bias);
     bias = wide;
   }
   const bool batched = g.batch > 1;
@@ -276,10 +280,10 @@ void CpuDevice::gemm_impl(const GemmArgs& g) {
   onednn_->execute(key, a, b, mm_dst.data, bias);
   if (onednn_->cache.size() != primitives) note_plan_created();  // a cache miss built a primitive
 
-  if (!dst_ok) cast_batch(*kernels_, dst, mm_dst, g.batch, g.stride_c, g.m * g.n);
+  if (!dst_ok) cast_batch(*this, dst, mm_dst, g.batch, g.stride_c, g.m * g.n);
   if (split_act) activation_forward_impl(act_kind, g.c, g.pre_act);
   // Without an activation, pre_act (if given) is simply C.
-  if (!act && !g.pre_act.empty() && g.pre_act.data != g.c.data) kernels_->convert(g.pre_act, g.c);
+  if (!act && !g.pre_act.empty() && g.pre_act.data != g.c.data) convert(g.pre_act, g.c);
 }
 
 }  // namespace mpb::cpu

@@ -296,16 +296,32 @@ std::unique_ptr<DeviceTimer> CudaDevice::make_timer() { return std::make_unique<
 
 void CudaDevice::gemm_impl(const GemmArgs& args) { gemm_->run(args); }
 
-std::string CudaDevice::gemm_support(GemmCompute c) const { return gemm_->support(c); }
 std::string CudaDevice::gemm_math(GemmCompute c) const { return gemm_->math(c); }
-// FP8 tensor cores (CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2 matmuls) exist from
-// compute capability 8.9 (Ada) and 9.0 (Hopper); gemm_cublaslt.cu drives them.
-std::string CudaDevice::fp8_gemm_support() const {
+// GEMM modes: what CublasLtGemm::support says for this GPU (tensor-core modes
+// from compute capability 8.0). FP8 tensor cores (CUDA_R_8F_E4M3 /
+// CUDA_R_8F_E5M2 matmuls) exist from compute capability 8.9 (Ada) and 9.0
+// (Hopper); gemm_cublaslt.cu drives them.
+Support CudaDevice::supports(Feature f) const {
   const std::string cc = std::to_string(cc_major_) + "." + std::to_string(cc_minor_);
-  if (cc_major_ * 10 + cc_minor_ < 89)
-    return "unsupported: " + info_.name + " has compute capability " + cc +
-           "; FP8 GEMMs need 8.9 (Ada) or 9.0 (Hopper) and newer";
-  return "native";
+  switch (f) {
+    case Feature::GemmF32: return Support::native();
+    case Feature::GemmTf32:
+    case Feature::GemmF16:
+    case Feature::GemmBf16: {
+      const GemmCompute c = f == Feature::GemmTf32  ? GemmCompute::TF32
+                            : f == Feature::GemmF16 ? GemmCompute::F16
+                                                    : GemmCompute::BF16;
+      if (gemm_->support(c) == "native") return Support::native();  // CublasLtGemm's word: native | unsupported
+      return Support::unsupported(info_.name + " has compute capability " + cc + "; " + gemm_compute_name(c) +
+                                  " GEMMs need 8.0 (Ampere) or newer");
+    }
+    case Feature::GemmFp8:
+      if (cc_major_ * 10 + cc_minor_ < 89)
+        return Support::unsupported(info_.name + " has compute capability " + cc +
+                                    "; FP8 GEMMs need 8.9 (Ada) or 9.0 (Hopper) and newer");
+      return Support::native();
+  }
+  return Support::unsupported(std::string("cuda: unknown feature ") + feature_name(f));
 }
 
 std::optional<size_t> CudaDevice::free_memory_bytes() const {

@@ -91,9 +91,8 @@ class CudaDevice final : public Device {
   std::unique_ptr<DeviceTimer> make_timer() override;
   void range_push(const char* name) override;  // NVTX (header-only nvtx3; a no-op without a profiler)
   void range_pop() override;
-  std::string gemm_support(GemmCompute c) const override;
+  Support supports(Feature f) const override;  // GEMM modes and FP8 by compute capability
   std::string gemm_math(GemmCompute c) const override;
-  std::string fp8_gemm_support() const override;  // by compute capability
   std::optional<size_t> free_memory_bytes() const override;  // cudaMemGetInfo
   std::optional<size_t> reserved_peak_bytes() const override { return reserved_peak_; }  // cudaMalloc'd
 
@@ -136,7 +135,13 @@ class CudaDevice final : public Device {
   //   embeddings          backends/cuda/embedding.cu
   //   optimizers          backends/cuda/optimizer.cu
   //   FP8 delayed scaling backends/cuda/fp8_scales.cu
-#include "core/device_impl_overrides.inc"
+  // (core/device_ops.inc's groups; the step's state is in softmax_xent.cu
+  // (the loss sum) and reduce.cu (the decision)).
+#define MPB_DEVICE_OP(group, ret, name, params, args) ret name##_impl params override;
+#include "core/device_ops.inc"
+#undef MPB_DEVICE_OP
+  void* raw_alloc(size_t bytes) override;
+  void raw_free(void* ptr) override;
 
  private:
   void check_flags_and_deferred(const char* op);

@@ -227,11 +227,11 @@ std::vector<DoctorCheck> check_gemm_ceilings(Device& dev, int n, int reps) {
     const std::string name = gemm_compute_name(mode);
     DoctorCheck c;
     c.name = "gemm " + name;
-    const std::string support = dev.gemm_support(mode);
-    c.data = {{"mode", name}, {"support", support}, {"n", n}, {"reps", reps}};
-    if (support == "unsupported") {
+    const Support support = dev.supports(gemm_feature(mode));
+    c.data = {{"mode", name}, {"support", support_level_name(support.level)}, {"n", n}, {"reps", reps}};
+    if (!support.runs()) {
       c.status = CheckStatus::Warn;
-      c.finding = "unsupported on " + dev.info().name;
+      c.finding = support.reason.empty() ? "unsupported on " + dev.info().name : support.describe();
       c.meaning = "cells with " + name + " GEMMs can't run on this device";
       out.push_back(c);
       continue;

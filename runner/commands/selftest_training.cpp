@@ -144,7 +144,7 @@ void require(TrainingCheck& c, bool ok, const std::string& what) {
 
 // An inf in a gradient at step 2 of an AMP cell with a dynamic scale.
 void check_skip_path(TrainingCheck& c, Device& dev) {
-  const bool fp16 = dev.gemm_support(GemmCompute::F16) != "unsupported";
+  const bool fp16 = dev.supports(Feature::GemmF16).runs();
   CellConfig cfg = mlp_cell(fp16 ? "amp_fp16" : "amp_bf16");
   cfg.loss_scale.mode = LossScaleMode::Dynamic;
   cfg.loss_scale.init = 4096.0;

@@ -41,8 +41,10 @@ class RecordingDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
   void synchronize() override {}
   std::unique_ptr<DeviceTimer> make_timer() override { return nullptr; }
-  std::string gemm_support(GemmCompute c) const override {
-    return c == GemmCompute::TF32 ? "unsupported" : "native";
+  Support supports(Feature f) const override {
+    if (f == Feature::GemmTf32) return Support::unsupported("the recording device has no tf32");
+    if (f == Feature::GemmFp8) return Support::unsupported("the recording device has no FP8 GEMM");
+    return Support::native();
   }
   std::string gemm_math(GemmCompute) const override { return "recording"; }
 

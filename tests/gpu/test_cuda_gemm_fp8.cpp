@@ -40,9 +40,9 @@ std::unique_ptr<Device> fp8_device(std::string& skip) {
     return nullptr;
   }
   auto dev = make_cuda_device();
-  const std::string support = dev->fp8_gemm_support();
-  if (support.rfind("unsupported", 0) == 0) {
-    skip = support;
+  const Support support = dev->supports(Feature::GemmFp8);
+  if (!support.runs()) {
+    skip = support.describe();
     return nullptr;
   }
   EXPECT_EQ(support, "native");
@@ -118,9 +118,10 @@ TEST(CudaGemmFp8Epilogue, Bf16BiasGeluWithPreAct) {
 TEST(CudaGemmFp8Rules, OlderGpusRefuseNamingTheirCapability) {
   if (const std::optional<std::string> reason = cuda_unavailable_reason()) GTEST_SKIP() << *reason;
   auto dev = make_cuda_device();
-  const std::string support = dev->fp8_gemm_support();
-  if (support == "native") GTEST_SKIP() << "this GPU has FP8 tensor cores";
-  EXPECT_NE(support.find("compute capability"), std::string::npos) << support;
+  const Support support = dev->supports(Feature::GemmFp8);
+  if (support.level == SupportLevel::Native) GTEST_SKIP() << "this GPU has FP8 tensor cores";
+  EXPECT_EQ(support.level, SupportLevel::Unsupported);
+  EXPECT_NE(support.reason.find("compute capability"), std::string::npos) << support.reason;
 }
 
 }  // namespace

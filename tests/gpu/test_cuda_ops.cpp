@@ -121,7 +121,7 @@ TEST_F(CudaOps, Info) {
 #endif
   for (const auto& k : want) EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
   for (GemmCompute c : {GemmCompute::F32, GemmCompute::TF32, GemmCompute::F16, GemmCompute::BF16})
-    EXPECT_EQ(gpu_->gemm_support(c), "native") << gemm_compute_name(c);
+    EXPECT_EQ(gpu_->supports(gemm_feature(c)).level, SupportLevel::Native) << gemm_compute_name(c);
 }
 
 TEST_F(CudaOps, MemoryTrackingAndCopies) {

@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_device_impl.h"
+#include "backends/cpu/cpu_device.h"
 #include "config/schema.h"
+#include "core/forwarding_device.h"
 #include "train/cell_factory.h"
 #include "train/trainer.h"
 #include "tests/models/model_test_helpers.h"
@@ -16,8 +17,10 @@
 namespace mpb {
 namespace {
 
-class RangeLog : public cpu::CpuDevice {
+// The CPU device with its range calls logged (core/forwarding_device.h).
+class RangeLog : public ForwardingDevice {
  public:
+  RangeLog() : ForwardingDevice(make_cpu_device()) {}
   void range_push(const char* name) override {
     pushed.emplace_back(name);
     ++depth;

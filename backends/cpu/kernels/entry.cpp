@@ -1,13 +1,19 @@
-// This ISA's kernel table, under the name CMakeLists.txt gives it
-// (MPB_CPU_KERNELS_ENTRY: mpb_cpu_kernels_scalar, mpb_cpu_kernels_avx2, ...).
+// This ISA's CPU device, made by the function CMakeLists.txt names
+// (MPB_CPU_KERNELS_ENTRY: mpb_cpu_kernels_scalar, mpb_cpu_kernels_avx2, ...;
+// declared in backends/cpu/cpu_isa.h).
+#include <memory>
+
+#include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels/kernels.h"
 
 #ifndef MPB_CPU_KERNELS_ENTRY
-#error "MPB_CPU_KERNELS_ENTRY names this ISA's table (CMakeLists.txt)"
+#error "MPB_CPU_KERNELS_ENTRY names this ISA's device factory (CMakeLists.txt)"
 #endif
 
-extern "C" mpb::cpu::CpuKernels* MPB_CPU_KERNELS_ENTRY() {
-  // Stateless: one shared object serves every CpuDevice and thread.
-  static mpb::cpu::MPB_CPU_ISA_NS::Kernels kernels;
-  return &kernels;
+namespace mpb::cpu {
+
+std::unique_ptr<CpuDevice> MPB_CPU_KERNELS_ENTRY(const CpuIsaChoice& isa) {
+  return std::make_unique<MPB_CPU_ISA_NS::Kernels>(isa);
 }
+
+}  // namespace mpb::cpu

@@ -58,7 +58,8 @@ double sum_in_order(const std::vector<float>& row_loss) {
 
 }  // namespace
 
-double Kernels::softmax_xent_forward_impl(const Tensor& probs, const Tensor& logits, const Tensor& labels) {
+double Kernels::softmax_xent_forward_impl(const Tensor& probs, const Tensor& logits, const Tensor& labels,
+                                          bool deferred) {
   const int64_t B = logits.rows(), C = logits.cols();
   const int32_t* y = check_labels("softmax_xent_forward", labels, C);
   float* p = static_cast<float*>(probs.data);
@@ -80,7 +81,7 @@ double Kernels::softmax_xent_forward_impl(const Tensor& probs, const Tensor& log
       row_loss[static_cast<size_t>(r)] = ignored ? 0.0f : scalar::xent_row_loss(x_label, mx, sum);
     }
   });
-  return sum_in_order(row_loss);
+  return loss_result(sum_in_order(row_loss), deferred);  // deferred: summed on the device, in call order
 }
 
 void Kernels::softmax_xent_backward_impl(const Tensor& dlogits, const Tensor& probs, const Tensor& labels,
@@ -103,7 +104,7 @@ void Kernels::softmax_xent_backward_impl(const Tensor& dlogits, const Tensor& pr
 }
 
 double Kernels::softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& logits, const Tensor& labels,
-                                          float grad_scale) {
+                                        float grad_scale, bool deferred) {
   const int64_t B = logits.rows(), C = logits.cols();
   const int32_t* y = check_labels("softmax_xent_fused", labels, C);
   std::vector<float> row_loss(static_cast<size_t>(B));
@@ -135,7 +136,7 @@ double Kernels::softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& log
       }
     }
   });
-  return sum_in_order(row_loss);
+  return loss_result(sum_in_order(row_loss), deferred);  // deferred: summed on the device, in call order
 }
 
 int64_t Kernels::count_correct_impl(const Tensor& logits, const Tensor& labels) {

@@ -60,8 +60,10 @@ void parallel_decay_runs(int64_t n, const std::vector<ElementRange>& no_decay, B
 }  // namespace
 
 void Kernels::adamw_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                                const AdamWHyper& h, float grad_scale, bool fused, const Tensor& param_copy,
+                                const AdamWHyper& h, GradScale scale, bool fused, const Tensor& param_copy,
                                 const std::vector<ElementRange>& no_decay) {
+  float grad_scale = 0.0f;  // a decided GradScale's factor, or the host value
+  if (!resolve(scale, grad_scale)) return;  // the step was decided a skip: no update at all
   // The constants of both groups, made as a call with weight_decay 0 would make them.
   const scalar::AdamWStep decayed = scalar::make_adamw_step(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
   const scalar::AdamWStep plain = scalar::make_adamw_step(h.lr, h.beta1, h.beta2, h.eps, 0.0f, h.step);
@@ -123,7 +125,9 @@ void Kernels::adamw_step_impl(const Tensor& param, const Tensor& grad, const Ten
 }
 
 void Kernels::sgd_step_impl(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdHyper& h,
-                              float grad_scale, const std::vector<ElementRange>& no_decay) {
+                              GradScale scale, const std::vector<ElementRange>& no_decay) {
+  float grad_scale = 0.0f;  // a decided GradScale's factor, or the host value
+  if (!resolve(scale, grad_scale)) return;  // the step was decided a skip: no update at all
   const scalar::SgdStep decayed{h.lr, h.momentum, h.weight_decay};
   const scalar::SgdStep plain{h.lr, h.momentum, 0.0f};
   float* buf = static_cast<float*>(momentum_buf.data);
@@ -145,8 +149,10 @@ void Kernels::sgd_step_impl(const Tensor& param, const Tensor& grad, const Tenso
 // tensors spread over the threads; the sums of squares accumulate in double.
 // `scratch` is unused: the sums live in registers here.
 void Kernels::lamb_step_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                               const LambHyper& h, float grad_scale, const Tensor& param_copy,
+                               const LambHyper& h, GradScale scale, const Tensor& param_copy,
                                const std::vector<LambTensor>& tensors, const Tensor& /*scratch*/) {
+  float grad_scale = 0.0f;  // a decided GradScale's factor, or the host value
+  if (!resolve(scale, grad_scale)) return;  // the step was decided a skip: no update at all
   const scalar::LambStep s = scalar::make_lamb_step(h.beta1, h.beta2, h.eps, h.weight_decay, h.bias_correction, h.step);
   float* mm = static_cast<float*>(m.data);
   float* vv = static_cast<float*>(v.data);

@@ -19,7 +19,7 @@
 //  * F16/BF16: operands are exactly the 16-bit values (the reference decodes
 //    the stored bits with numerics_reference.h), fp32 accumulation; a 16-bit C
 //    is the fp32 result rounded to nearest (half an ulp of the format).
-//  * gemm_support() and argument checking.
+//  * supports() and argument checking.
 //
 // Tolerances (u = 2^-24, the fp32 unit roundoff)
 //  A dot product of length k summed in fp32 in ANY order (blocked, vectorised,
@@ -448,13 +448,16 @@ TEST(CpuGemm, EpilogueContract) {
 
 TEST(CpuGemm, Support) {
   auto dev = make_cpu_device();
-  EXPECT_EQ(dev->gemm_support(GemmCompute::F32), "native");
+  EXPECT_EQ(dev->supports(Feature::GemmF32).level, SupportLevel::Native);
+  EXPECT_EQ(dev->supports(Feature::GemmTf32).level, SupportLevel::Emulated);
+  EXPECT_EQ(dev->supports(Feature::GemmF16).level, SupportLevel::Emulated);
+  EXPECT_EQ(dev->supports(Feature::GemmFp8).level, SupportLevel::Emulated);
+  // The word a cell records (device.emulated.gemm) for the same question.
   EXPECT_EQ(dev->gemm_support(GemmCompute::TF32), "emulated");
-  EXPECT_EQ(dev->gemm_support(GemmCompute::F16), "emulated");
   // bf16 is native exactly when the CPU has AVX512-BF16 (vdpbf16ps). (Running
   // "emulated"; the test environment doesn't set it.)
   const bool has = opcheck::cpuinfo_has_flag("avx512_bf16");
-  EXPECT_EQ(dev->gemm_support(GemmCompute::BF16), has ? "native" : "emulated")
+  EXPECT_EQ(dev->supports(Feature::GemmBf16).level, has ? SupportLevel::Native : SupportLevel::Emulated)
       << "/proc/cpuinfo avx512_bf16: " << has;
 }
 

@@ -61,7 +61,7 @@ TEST(CpuGemmFp8Rules, NanReachesAmaxAndArgumentsAreChecked) {
   dev->gemm(g);
   EXPECT_TRUE(std::isnan(read1(*dev, sa.amax)));
   EXPECT_EQ(read1(*dev, sb.amax), 5.0f);  // the larger earlier value stays
-  EXPECT_EQ(dev->fp8_gemm_support(), "emulated");
+  EXPECT_EQ(dev->supports(Feature::GemmFp8).level, SupportLevel::Emulated);
 
   GemmArgs one = g;
   one.fp8_b = GemmFp8Operand{};

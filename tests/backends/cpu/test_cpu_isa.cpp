@@ -19,6 +19,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <typeindex>
+#include <typeinfo>
 #include <vector>
 
 #include "backends/cpu/cpu_device.h"
@@ -135,10 +137,19 @@ TEST(CpuIsa, UnknownOrUnrunnableBuildIsAnErrorNamingTheVariable) {
   if (lacking == 0) std::cout << "[ INFO     ] this CPU runs every build: no unrunnable one to ask for\n";
 }
 
-TEST(CpuIsa, EachBuildIsItsOwnTable) {
-  std::set<const CpuKernels*> tables;
-  for (CpuIsa isa : built_cpu_isas()) tables.insert(&cpu_kernels(isa));
-  EXPECT_EQ(tables.size(), built_cpu_isas().size());
+// Each build is a device class of its own (the kernel table is the device's
+// vtable), and asking for one makes that one: no build stands in for another.
+TEST(CpuIsa, EachBuildIsItsOwnDeviceClass) {
+  std::set<std::type_index> classes;
+  for (CpuIsa isa : built_cpu_isas()) {
+    CpuIsaChoice choice;
+    choice.isa = isa;
+    choice.source = "test";
+    const std::unique_ptr<CpuDevice> dev = make_cpu_device_for(choice);
+    EXPECT_EQ(dev->info().kernel_isa, cpu_isa_name(isa));
+    classes.insert(std::type_index(typeid(*dev)));
+  }
+  EXPECT_EQ(classes.size(), built_cpu_isas().size());
 }
 
 // Casts and activations on every runnable build against the scalar build, bit

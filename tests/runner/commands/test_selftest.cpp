@@ -5,9 +5,11 @@
 // e2e test tests/e2e/test_selftest.py runs the whole command).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 
-#include "backends/cpu/cpu_device_impl.h"
+#include "backends/cpu/cpu_device.h"
+#include "core/forwarding_device.h"
 #include "runner/commands/selftest.h"
 
 namespace mpb {
@@ -19,18 +21,25 @@ void plant(const Tensor& t) {
   if (t.dtype == DType::F32 && t.numel() > 0) static_cast<float*>(t.data)[0] *= 1.01f;
 }
 
-class GeluBug : public cpu::CpuDevice {
+// The CPU device with one op wrapped (core/forwarding_device.h).
+class GeluBug : public ForwardingDevice {
+ public:
+  GeluBug() : ForwardingDevice(make_cpu_device()) {}
+
  protected:
   void activation_forward_impl(Activation act, const Tensor& out, const Tensor& in) override {
-    CpuDevice::activation_forward_impl(act, out, in);
+    ForwardingDevice::activation_forward_impl(act, out, in);
     if (act == Activation::Gelu) plant(out);
   }
 };
 
-class BiasGradBug : public cpu::CpuDevice {
+class BiasGradBug : public ForwardingDevice {
+ public:
+  BiasGradBug() : ForwardingDevice(make_cpu_device()) {}
+
  protected:
   void bias_grad_impl(const Tensor& db, const Tensor& dy, GradMode mode) override {
-    CpuDevice::bias_grad_impl(db, dy, mode);
+    ForwardingDevice::bias_grad_impl(db, dy, mode);
     plant(db);
   }
 };
@@ -43,7 +52,8 @@ const opcheck::OpResult* first_failed(const SelftestReport& r) {
 
 TEST(Selftest, APlantedBugInOneOpFailsItsCases) {
   GeluBug dev;
-  cpu::CpuDevice clean;
+  const std::unique_ptr<Device> clean_device = make_cpu_device();
+  Device& clean = *clean_device;
   const SelftestReport r = run_selftest_checks(dev, clean, /*quick=*/true);
   const opcheck::OpResult* failed = first_failed(r);
   ASSERT_NE(failed, nullptr) << "no op case failed with a planted GELU bug";
@@ -60,7 +70,8 @@ TEST(Selftest, APlantedBugInOneOpFailsItsCases) {
 
 TEST(Selftest, APlantedBugInAGradientFailsTheTrainingStep) {
   BiasGradBug dev;
-  cpu::CpuDevice clean;
+  const std::unique_ptr<Device> clean_device = make_cpu_device();
+  Device& clean = *clean_device;
   const SelftestReport r = run_selftest_checks(dev, clean, /*quick=*/true);
   bool step_failed = false;
   for (const selftest::TrainingCheck& t : r.training) {
@@ -73,7 +84,8 @@ TEST(Selftest, APlantedBugInAGradientFailsTheTrainingStep) {
 }
 
 TEST(Selftest, TheCleanCpuPassesQuick) {
-  cpu::CpuDevice dev;
+  const std::unique_ptr<Device> device = make_cpu_device();
+  Device& dev = *device;
   const SelftestReport r = run_selftest_checks(dev, dev, /*quick=*/true);
   EXPECT_EQ(r.failed(), 0) << selftest_table(r, false);
   EXPECT_GT(r.ops.size(), 100u);
