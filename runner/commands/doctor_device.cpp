@@ -241,14 +241,14 @@ std::vector<DoctorCheck> check_gemm_ceilings(Device& dev, int n, int reps) {
       gflops = measure_gemm_ceiling(dev, mode, n, reps);
     } catch (const std::exception& e) {
       c.status = CheckStatus::Fail;
-      c.finding = support + ", but the GEMM failed: " + e.what();
+      c.finding = std::string(support_level_name(support.level)) + ", but the GEMM failed: " + e.what();
       c.meaning = "cells with " + name + " GEMMs would fail on this device";
       out.push_back(c);
       continue;
     }
     c.data["gflops"] = gflops;
     const std::string size = std::to_string(n) + "^3, best of " + std::to_string(reps);
-    c.finding = fmt("%.1f GFLOP/s, ", gflops) + support;
+    c.finding = fmt("%.1f GFLOP/s, ", gflops) + support_level_name(support.level);
     if (mode == GemmCompute::F32) {
       fp32 = gflops;
       c.finding += " (" + size + ")";
@@ -256,13 +256,13 @@ std::vector<DoctorCheck> check_gemm_ceilings(Device& dev, int n, int reps) {
       const double ratio = gflops / fp32;
       c.data["vs_fp32"] = ratio;
       c.finding += fmt(", %.2fx fp32", ratio) + " (" + size + ")";
-      if (support == "native" && ratio < 1.0) {
+      if (support.level == SupportLevel::Native && ratio < 1.0) {
         c.status = CheckStatus::Warn;
         c.meaning = "native " + name + " is no faster than fp32 here: throttled clocks or a slow library kernel; " +
                     name + " cells' speed-ups will understate the hardware";
       }
     }
-    if (support == "emulated" && c.meaning.empty())
+    if (support.level == SupportLevel::Emulated && c.meaning.empty())
       c.meaning = "emulated (operands rounded to " + name + ", fp32 math): cells record gemm_impl \"emulated\"; "
                   "their speed is not that of " + name + " hardware";
     out.push_back(c);
