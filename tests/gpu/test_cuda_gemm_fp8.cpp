@@ -45,7 +45,7 @@ std::unique_ptr<Device> fp8_device(std::string& skip) {
     skip = support.describe();
     return nullptr;
   }
-  EXPECT_EQ(support, "native");
+  EXPECT_EQ(support.level, SupportLevel::Native) << support.describe();
   return dev;
 }
 
