@@ -172,7 +172,10 @@ std::vector<std::vector<double>> timed_steps(const nlohmann::json& cell) {
   return out;
 }
 
-nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohmann::json>& repeats) {
+namespace {
+
+// A cell file's identity: the cell, its configuration, device and precision, its repeats.
+nlohmann::json cell_identity_json(const CellContext& ctx, const std::vector<nlohmann::json>& repeats) {
   const Cell& cell = *ctx.cell;
   const CellConfig& cfg = cell.config;
   nlohmann::json j;
@@ -203,54 +206,42 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   // beside the config, not in it, so it does not change the config_hash.
   j["convergence_settings"] = convergence_settings_json(cell.convergence);
   j["repeats"] = repeats;
+  return j;
+}
 
-  // Timing statistics over the measured window of every repeat (after warm-up and start-up).
-  const std::vector<std::vector<double>> per_repeat = timed_steps(j);
+// What the summary takes from every repeat, gathered in one pass.
+struct RepeatTotals {
   std::vector<double> timed, per_repeat_median, final_losses, eval_loss, eval_acc;
   nlohmann::json peak = nlohmann::json::object();
   int skipped = 0;
+};
+
+RepeatTotals repeat_totals(const nlohmann::json& j, const std::vector<nlohmann::json>& repeats) {
+  RepeatTotals t;
+  // Timing statistics over the measured window of every repeat (after warm-up and start-up).
+  const std::vector<std::vector<double>> per_repeat = timed_steps(j);
   for (size_t r = 0; r < repeats.size(); ++r) {
     const nlohmann::json& rep = repeats[r];
-    timed.insert(timed.end(), per_repeat[r].begin(), per_repeat[r].end());
-    per_repeat_median.push_back(median(per_repeat[r]));
+    t.timed.insert(t.timed.end(), per_repeat[r].begin(), per_repeat[r].end());
+    t.per_repeat_median.push_back(median(per_repeat[r]));
     // Final loss: mean over the last 10% of steps (at least one), less noisy than the last step.
     const auto& loss = rep.at("loss");
     const size_t tail = std::max<size_t>(1, loss.size() / 10);
     std::vector<double> last;
     for (size_t i = loss.size() - tail; i < loss.size(); ++i) last.push_back(number_or_nan(loss[i]));
-    final_losses.push_back(mean(last));
-    eval_loss.push_back(number_or_nan(rep.at("eval").back().at("loss")));
-    eval_acc.push_back(number_or_nan(rep.at("eval").back().at("accuracy")));
+    t.final_losses.push_back(mean(last));
+    t.eval_loss.push_back(number_or_nan(rep.at("eval").back().at("loss")));
+    t.eval_acc.push_back(number_or_nan(rep.at("eval").back().at("accuracy")));
     for (const auto& [k, v] : rep.at("peak_memory_bytes").items())
-      peak[k] = std::max(peak.value(k, 0.0), v.get<double>());
-    for (int s : rep.at("skipped").get<std::vector<int>>()) skipped += s;
+      t.peak[k] = std::max(t.peak.value(k, 0.0), v.get<double>());
+    for (int s : rep.at("skipped").get<std::vector<int>>()) t.skipped += s;
   }
 
-  nlohmann::json s;
-  const double med = median(timed);
-  s["step_time_ms"] = {{"median", med}, {"p10", quantile(timed, 0.1)}, {"p90", quantile(timed, 0.9)}};
-  const double sps = double(cfg.batch_size) / (med / 1000.0);
-  s["samples_per_s"] = sps;
-  nlohmann::json sps_reps = nlohmann::json::array();
-  for (double m : per_repeat_median) sps_reps.push_back(double(cfg.batch_size) / (m / 1000.0));
-  s["samples_per_s_repeats"] = sps_reps;
-  s["step_time_ms_repeats"] = per_repeat_median;
-  s["speedup"] = nullptr;
-  s["speedup_interval"] = nullptr;
-  s["speedup_verdict"] = nullptr;
-  s["convergence"] = nullptr;  // apply_speedup sets it against the baseline
-  const double gflops = j["flops_per_step"].get<double>() / (med * 1e6);
-  s["gflops"] = gflops;
-  s["ceiling_gflops"] = ctx.ceiling_gflops;
-  s["ceiling_fraction"] = ctx.ceiling_gflops > 0 ? nlohmann::json(gflops / ctx.ceiling_gflops) : nlohmann::json(nullptr);
-  UtilizationInputs u;
-  u.device = ctx.device;
-  u.gemm = ctx.policy.gemm;
-  u.model_flops_per_step = j["flops_per_step"].get<double>();
-  u.recompute_flops_per_step = repeats.empty() ? 0.0 : repeats[0].value("recompute_flops_per_step", 0.0);
-  u.median_step_ms = med;
-  u.ceiling_gflops = ctx.ceiling_gflops;
-  s["utilization"] = utilization_json(u);
+  return t;
+}
+
+// Throttling and energy over the repeats that have them (GPU telemetry, energy meters).
+void add_telemetry_summary(nlohmann::json& s, const std::vector<nlohmann::json>& repeats, int batch_size) {
   // Throttling in any repeat (GPU telemetry): flagged, the samples all kept.
   nlohmann::json throttled = nullptr, reasons = nlohmann::json::array();
   for (const auto& rep : repeats) {
@@ -272,18 +263,54 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   }
   s["energy_j_per_step"] = j_per_step.empty() ? nlohmann::json(nullptr) : nlohmann::json(median(j_per_step));
   s["samples_per_joule"] =
-      j_per_step.empty() ? nlohmann::json(nullptr) : nlohmann::json(double(cfg.batch_size) / median(j_per_step));
+      j_per_step.empty() ? nlohmann::json(nullptr) : nlohmann::json(double(batch_size) / median(j_per_step));
   s["energy_source"] = j_per_step.empty() ? nlohmann::json(nullptr) : nlohmann::json(energy_source);
   s["throttle_reasons"] = reasons;
+}
+
+}  // namespace
+
+nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohmann::json>& repeats) {
+  const CellConfig& cfg = ctx.cell->config;
+  nlohmann::json j = cell_identity_json(ctx, repeats);
+  const RepeatTotals t = repeat_totals(j, repeats);
+  const std::vector<double>& timed = t.timed;
+  nlohmann::json s;
+  const double med = median(timed);
+  s["step_time_ms"] = {{"median", med}, {"p10", quantile(timed, 0.1)}, {"p90", quantile(timed, 0.9)}};
+  const double sps = double(cfg.batch_size) / (med / 1000.0);
+  s["samples_per_s"] = sps;
+  nlohmann::json sps_reps = nlohmann::json::array();
+  for (double m : t.per_repeat_median) sps_reps.push_back(double(cfg.batch_size) / (m / 1000.0));
+  s["samples_per_s_repeats"] = sps_reps;
+  s["step_time_ms_repeats"] = t.per_repeat_median;
+  s["speedup"] = nullptr;
+  s["speedup_interval"] = nullptr;
+  s["speedup_verdict"] = nullptr;
+  s["convergence"] = nullptr;  // apply_speedup sets it against the baseline
+  const double gflops = j["flops_per_step"].get<double>() / (med * 1e6);
+  s["gflops"] = gflops;
+  s["ceiling_gflops"] = ctx.ceiling_gflops;
+  s["ceiling_fraction"] = ctx.ceiling_gflops > 0 ? nlohmann::json(gflops / ctx.ceiling_gflops) : nlohmann::json(nullptr);
+  UtilizationInputs u;
+  u.device = ctx.device;
+  u.gemm = ctx.policy.gemm;
+  u.model_flops_per_step = j["flops_per_step"].get<double>();
+  u.recompute_flops_per_step = repeats.empty() ? 0.0 : repeats[0].value("recompute_flops_per_step", 0.0);
+  u.median_step_ms = med;
+  u.ceiling_gflops = ctx.ceiling_gflops;
+  s["utilization"] = utilization_json(u);
+  add_telemetry_summary(s, repeats, cfg.batch_size);
+  nlohmann::json peak = t.peak;
   for (auto& [k, v] : peak.items()) v = static_cast<size_t>(v.get<double>());
   s["peak_memory_bytes"] = peak;
   s["memory"] = summarize_memory_triples(repeats);  // runner/measure/memory_triple.h
   s["estimated_memory_bytes"] =
       memory_estimate_json(estimate_cell_memory(cfg, ctx.device->kind == "cuda"));  // runner/measure/memory_fit.h
-  s["final_loss"] = mean(final_losses);
-  s["eval_loss"] = mean(eval_loss);
-  s["eval_accuracy"] = mean(eval_acc);
-  s["skipped_steps"] = skipped;
+  s["final_loss"] = mean(t.final_losses);
+  s["eval_loss"] = mean(t.eval_loss);
+  s["eval_accuracy"] = mean(t.eval_acc);
+  s["skipped_steps"] = t.skipped;
   // The time estimate made before the run, and what it estimates: every
   // step of every repeat (warm-up and probed steps too), as the device timed them.
   s["estimated_time"] = ctx.estimated_time;

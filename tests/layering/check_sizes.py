@@ -28,12 +28,7 @@ CXX = re.compile(r"\.(h|cpp|cu|cuh)$")
 # over MAX_FUNCTION_LINES -> why it may be.
 ALLOWED = {
     # Being split by job in parallel (issue 32); each entry goes when its split lands.
-    "core/device_checks.cpp": "issue 32: being split by op family",
     "scripts/make_synthetic_results.py": "issue 32: to be replaced by fixtures the real runner makes",
-    "scripts/report_plots.py": "issue 32: being split",
-    "scripts/mpbench/report/plots.py": "issue 32: report_plots.py in the package, being split",
-    "runner/results/results.cpp:cell_result_json": "issue 32: results.cpp is being changed in parallel; split after",
-    "runner/measure/convergence_verdict.cpp:convergence_verdict": "issue 32: new in parallel work; split after",
 }
 
 # The text before a '{' that opens a function body: ends in ')' plus
