@@ -1,5 +1,6 @@
-// Shared by the model tests and bench/bench_mlp.cpp: an MLP cell on teacher
-// data of a given size, everything else at its default.
+// Shared by the model and training tests and bench/bench_mlp.cpp: an MLP cell
+// on teacher data of a given size, and a tiny BERT (quickstart.yaml's
+// BERT-tiny, smaller) on the Markov corpus, everything else at its default.
 #pragma once
 
 #include "config/schema.h"
@@ -23,6 +24,21 @@ inline CellConfig mlp_cell(const MlpCellSize& size) {
   c.steps = size.steps;
   c.warmup_steps = size.warmup_steps;
   c.data.eval_samples = size.eval_samples;
+  return c;
+}
+
+// BERT: 2 layers, hidden 32, 2 heads, sequence 16, a 96-token Markov corpus, batch 8.
+inline CellConfig tiny_bert_cell() {
+  CellConfig c;
+  c.model.kind = ModelKind::Bert;
+  c.model.size = "tiny";
+  c.model.layers = 2;
+  c.model.hidden = 32;
+  c.model.heads = 2;
+  c.model.seq_len = 16;
+  c.data.kind = DataKind::Markov;
+  c.data.vocab = 96;
+  c.batch_size = 8;
   return c;
 }
 

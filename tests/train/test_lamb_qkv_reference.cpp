@@ -23,23 +23,15 @@
 #include "opcheck/reference.h"
 #include "train/cell_factory.h"
 #include "train/trainer.h"
+#include "tests/models/model_test_helpers.h"
 
 namespace mpb {
 namespace {
 
 CellConfig bert_lamb_cell(LambQkv qkv) {
-  CellConfig c;
-  c.model.kind = ModelKind::Bert;
-  c.model.size = "tiny";
-  c.model.layers = 2;
-  c.model.hidden = 32;
-  c.model.heads = 2;
-  c.model.seq_len = 16;
+  CellConfig c = model_test::tiny_bert_cell();
   c.model.dropout = 0.0;
-  c.data.kind = DataKind::Markov;
-  c.data.vocab = 96;
   c.data.eval_samples = 8;
-  c.batch_size = 8;
   c.steps = 3;
   c.warmup_steps = 0;
   c.optimizer.kind = OptimizerKind::Lamb;

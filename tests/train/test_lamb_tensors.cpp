@@ -11,6 +11,7 @@
 #include "models/param_store.h"
 #include "train/cell_factory.h"
 #include "train/lamb_tensors.h"
+#include "tests/models/model_test_helpers.h"
 
 namespace mpb {
 namespace {
@@ -69,15 +70,7 @@ TEST(LambTensors, RefusesMismatchedDecayFlags) {
 // attention.qkv weight and bias, 3 each; ParamStore refuses a count that
 // does not divide the first dimension.
 TEST(LambTensors, BertMarksOnlyItsQkvTensorsAsThreeLayers) {
-  CellConfig c;
-  c.model.kind = ModelKind::Bert;
-  c.model.size = "tiny";
-  c.model.layers = 2;
-  c.model.hidden = 32;
-  c.model.heads = 2;
-  c.model.seq_len = 16;
-  c.data.kind = DataKind::Markov;
-  c.data.vocab = 96;
+  CellConfig c = model_test::tiny_bert_cell();
   c.batch_size = 4;
   auto dev = make_cpu_device();
   auto model = build_model(*dev, c, 1);
