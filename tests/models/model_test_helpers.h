@@ -27,9 +27,9 @@ inline CellConfig mlp_cell(const MlpCellSize& size) {
   return c;
 }
 
-// BERT: 2 layers, hidden 32, 2 heads, sequence 16, a 96-token Markov corpus, batch 8.
-inline CellConfig tiny_bert_cell() {
-  CellConfig c;
+// BERT: 2 layers, hidden 32, 2 heads, sequence 16, a 96-token Markov corpus, batch 8,
+// set on a cell whose other settings (precision, steps, probes) the caller chose.
+inline void make_tiny_bert(CellConfig& c) {
   c.model.kind = ModelKind::Bert;
   c.model.size = "tiny";
   c.model.layers = 2;
@@ -39,6 +39,11 @@ inline CellConfig tiny_bert_cell() {
   c.data.kind = DataKind::Markov;
   c.data.vocab = 96;
   c.batch_size = 8;
+}
+
+inline CellConfig tiny_bert_cell() {
+  CellConfig c;
+  make_tiny_bert(c);
   return c;
 }
 

@@ -36,16 +36,8 @@ CellConfig mlp_cell(const std::string& precision, bool fused, int accumulation) 
 // quickstart.yaml's BERT-tiny cell, smaller.
 CellConfig bert_cell(const std::string& precision, bool fused, CheckpointPolicy checkpointing) {
   CellConfig c = mlp_cell(precision, fused, 1);
-  c.model.kind = ModelKind::Bert;
-  c.model.size = "tiny";
-  c.model.layers = 2;
-  c.model.hidden = 32;
-  c.model.heads = 2;
-  c.model.seq_len = 16;
-  c.data.kind = DataKind::Markov;
-  c.data.vocab = 96;
+  model_test::make_tiny_bert(c);
   c.data.eval_samples = 20;
-  c.batch_size = 8;
   c.checkpointing = checkpointing;
   return c;
 }
