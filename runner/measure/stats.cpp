@@ -120,6 +120,12 @@ double sample_variance(const std::vector<double>& v) {
   for (double x : v) s += (x - m) * (x - m);
   return s / double(v.size() - 1);
 }
+
+// The half width of a two-sided Student t interval; 0 when se is 0 (every
+// value agrees exactly: the interval is the point itself).
+double t_half_width(double se, double df, double confidence) {
+  return se > 0.0 ? student_t_quantile(0.5 + confidence / 2.0, df) * se : 0.0;
+}
 }  // namespace
 
 double sample_sd(const std::vector<double>& v) { return v.size() < 2 ? NAN : std::sqrt(sample_variance(v)); }
@@ -155,8 +161,7 @@ MeanInterval mean_interval(const std::vector<double>& v, double confidence) {
   r.mean = mean(v);
   r.df = double(r.n - 1);
   r.confidence = confidence;
-  const double se = sample_sd(v) / std::sqrt(double(r.n));
-  const double half = se > 0.0 ? student_t_quantile(0.5 + confidence / 2.0, r.df) * se : 0.0;
+  const double half = t_half_width(sample_sd(v) / std::sqrt(double(r.n)), r.df, confidence);
   r.lo = r.mean - half;
   r.hi = r.mean + half;
   return r;
@@ -178,11 +183,10 @@ std::vector<double> log_medians(const std::vector<std::vector<double>>& units) {
   return out;
 }
 
-// mean +- t * se on the log scale, back on the ratio scale. se == 0 (every
-// unit agrees exactly) gives the point itself.
+// mean +- t * se on the log scale, back on the ratio scale.
 SpeedupInterval t_interval(double log_mean, double se, double df, double confidence) {
   SpeedupInterval s;
-  const double half = se > 0.0 ? student_t_quantile(0.5 + confidence / 2.0, df) * se : 0.0;
+  const double half = t_half_width(se, df, confidence);
   s.lo = std::exp(log_mean - half);
   s.hi = std::exp(log_mean + half);
   s.confidence = confidence;
