@@ -24,13 +24,9 @@
 #include <string_view>
 #include <vector>
 
-namespace mpb {
+#include "core/content_hash.h"  // fnv1a64, hex64: the split's and the cache key's hash
 
-// FNV-1a 64 over bytes, continuing from `h` (start: kFnvOffset). A content
-// hash for splitting and for cache keys, not a cryptographic one.
-inline constexpr uint64_t kFnvOffset = 0xCBF29CE484222325ull;
-uint64_t fnv1a64(std::string_view bytes, uint64_t h = kFnvOffset);
-std::string hex64(uint64_t v);  // 16 lower-case hex digits
+namespace mpb {
 
 // Why `bytes` is not UTF-8, naming the first bad byte's 1-based line and
 // column (in characters) and its byte offset; nullopt: valid. Overlong

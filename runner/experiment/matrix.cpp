@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/content_hash.h"  // fnv1a64, hex64: config_hash
 #include "core/strings.h"
 #include "runner/experiment/config.h"
 #include "runner/experiment/config_limits.h"
@@ -135,17 +136,7 @@ bool cell_matches_filter(const Cell& cell, const std::string& filter) {
   return true;
 }
 
-std::string config_hash(const nlohmann::json& canonical) {
-  // FNV-1a, 64-bit: offset basis and prime from the FNV reference.
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (const unsigned char byte : canonical.dump()) {
-    hash ^= byte;
-    hash *= 0x100000001b3ULL;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return hex;
-}
+std::string config_hash(const nlohmann::json& canonical) { return hex64(fnv1a64(canonical.dump())); }
 
 // ===========================================================================
 // Matrix expansion
