@@ -206,7 +206,7 @@ void release_after_these_libraries() {
 std::atomic<uint64_t> g_next_serial{1};
 
 // CudnnSdpa::set_first_bias_form's choice.
-SdpaBiasForm g_first_bias_form = SdpaBiasForm::kBroadcast;
+SdpaBiasForm g_first_bias_form = SdpaBiasForm::kPerQuery;
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -326,7 +326,7 @@ struct CudnnSdpa::Impl {
   SdpaPlan build(const SdpaKey& key) {
     SdpaPlan e;
     e.key = key;
-    SdpaBiasAttempts attempts(g_first_bias_form);
+    SdpaBiasAttempts attempts(key.backward, g_first_bias_form);
     const auto t0 = std::chrono::steady_clock::now();
     for (;;) {
       dev.note_plan_created();

@@ -107,10 +107,11 @@ class CudnnSdpa {
   void backward(SdpaPlan& plan, const SdpaBackwardArgs& a, void* workspace);
   // Keys cached in this process, every GPU (refusals included).
   static size_t cached_graphs();
-  // The bias form the graphs built from now on try first (kBroadcast unless
-  // set). For the GPU tests only: on a GPU whose cuDNN takes the broadcast
-  // form, the per-query form would never run otherwise. Cached keys keep the
-  // form they were built with.
+  // The bias form the forward graphs built from now on try first (kPerQuery
+  // unless set; backward graphs always take kPerQuery, sdpa_policy.h). For
+  // the GPU tests only: on a GPU whose cuDNN takes the per-query form, the
+  // broadcast form would never run otherwise. Cached keys keep the form they
+  // were built with.
   static void set_first_bias_form(SdpaBiasForm form);
 
  private:

@@ -17,6 +17,7 @@ namespace mpb::cuda {
 // the other form needs no other buffer.
 enum class SdpaBiasForm {
   // dims {B,1,1,Tk}, strides {Tk,Tk,Tk,1}: broadcast over heads and queries.
+  // Forward only (SdpaBiasAttempts).
   kBroadcast,
   // dims {B,1,Tq,Tk}, strides {Tk,Tk,0,1}: the query dimension spelt out
   // with stride 0, the (1|B, 1|H, S_q, S_kv) shape cudnn_frontend's
@@ -97,19 +98,28 @@ enum class SdpaVerdict {
   kNoHandle,    // cuDNN's handle could not be made on this GPU: the kernel
 };
 
-// The bias forms one key tries, in order: the broadcast form first (the
-// smaller description; the GPU tests may start with the other), then, after
-// a refusal or a plan failure, the other form; after that the key's verdict.
+// The bias forms one key tries, in order. A forward key: the per-query form
+// first, then, after a refusal or a plan failure, the broadcast form; after
+// that the key's verdict. A backward key: the per-query form only. On the
+// first lease (H200, cuDNN 9.19.0, 2026-11-27) cuDNN built and ran a backward
+// graph with the [B,1,1,Tk] bias without any error, but not as that bias:
+// padded keys got nonzero dK and dV and dQ was off by up to 40x the value
+// (results/gpu/20261127-0704-first-h200; TransformerEngine also lists a
+// 1x1x1xS bias as forward-only in cuDNN). The per-query form matched the CPU
+// in both directions (CudnnAttention.PerQueryBiasFormMatchesCpu), and the
+// broadcast form's forward did too, so the broadcast form stays a forward
+// fallback and a backward key cuDNN refuses runs the hand-written kernel.
 class SdpaBiasAttempts {
  public:
-  explicit SdpaBiasAttempts(SdpaBiasForm first = SdpaBiasForm::kBroadcast) : form_(first) {}
+  explicit SdpaBiasAttempts(bool backward, SdpaBiasForm first = SdpaBiasForm::kPerQuery)
+      : form_(backward ? SdpaBiasForm::kPerQuery : first), forms_(backward ? 1 : 2) {}
   SdpaBiasForm form() const { return form_; }
   bool done() const { return done_; }
   // The attempt with form() failed as f (kRefused or kPlanFailed). True when
   // another form is to be tried: form() now names it.
   bool failed(SdpaFailure f) {
     if (f == SdpaFailure::kPlanFailed) plan_failed_ = true;
-    if (++tried_ < 2) {
+    if (++tried_ < forms_) {
       form_ = form_ == SdpaBiasForm::kBroadcast ? SdpaBiasForm::kPerQuery : SdpaBiasForm::kBroadcast;
       return true;
     }
@@ -121,6 +131,7 @@ class SdpaBiasAttempts {
 
  private:
   SdpaBiasForm form_;
+  int forms_;  // how many forms this key may try
   int tried_ = 0;
   bool plan_failed_ = false;
   bool done_ = false;

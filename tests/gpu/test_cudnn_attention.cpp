@@ -332,20 +332,22 @@ TEST_F(CudnnAttention, BertTinyF16MatchesCpu) { run_case(kDims[0], DType::F16); 
 TEST_F(CudnnAttention, BertBaseBf16MatchesCpu) { run_case(kDims[1], DType::BF16); }
 TEST_F(CudnnAttention, BertBaseF16MatchesCpu) { run_case(kDims[1], DType::F16); }
 #ifdef MPB_HAVE_CUDNN_FRONTEND
-// The padding bias declared [B,1,Tq,Tk] with stride 0 on Tq, the form tried
-// after cuDNN refuses [B,1,1,Tk] (issue 30 item 2): on a GPU that takes the
-// broadcast form it would never run, so this test makes it the first form
-// for a shape no other test builds, then holds it to the CPU like the rest
-// and to its label.
-TEST_F(CudnnAttention, PerQueryBiasFormMatchesCpu) {
+// The forward's fallback bias form, [B,1,1,Tk] (sdpa_policy.h): on a GPU
+// whose cuDNN takes the per-query form it would never run, so this test makes
+// it the first forward form for a shape no other test builds, then holds the
+// forward and the backward (always per-query) to the CPU like the rest and
+// each to its label. On the first lease the backward in this form gave wrong
+// dQ/dK/dV without an error, which is why no backward is built with it.
+TEST_F(CudnnAttention, BroadcastBiasFormForwardMatchesCpu) {
   struct Restore {
-    ~Restore() { cuda::CudnnSdpa::set_first_bias_form(cuda::SdpaBiasForm::kBroadcast); }
+    ~Restore() { cuda::CudnnSdpa::set_first_bias_form(cuda::SdpaBiasForm::kPerQuery); }
   } restore;
-  cuda::CudnnSdpa::set_first_bias_form(cuda::SdpaBiasForm::kPerQuery);
-  const Dims d{"per_query_bias", 3, 4, 96, 96, 64};
-  const int64_t before = impl_calls("cudnn_sdpa_bias_per_query");
+  cuda::CudnnSdpa::set_first_bias_form(cuda::SdpaBiasForm::kBroadcast);
+  const Dims d{"broadcast_bias_forward", 3, 4, 96, 96, 64};
+  const int64_t broadcast = impl_calls("cudnn_sdpa"), per_query = impl_calls("cudnn_sdpa_bias_per_query");
   run_case(d, DType::BF16);
-  EXPECT_EQ(impl_calls("cudnn_sdpa_bias_per_query"), before + 2) << "cuDNN did not run the per-query bias form";
+  EXPECT_EQ(impl_calls("cudnn_sdpa"), broadcast + 1) << "cuDNN did not run the forward in the broadcast form";
+  EXPECT_EQ(impl_calls("cudnn_sdpa_bias_per_query"), per_query + 1) << "the backward did not run the per-query form";
 }
 #endif
 

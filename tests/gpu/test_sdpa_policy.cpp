@@ -48,32 +48,48 @@ TEST(SdpaPolicy, BothBiasFormsReadTheSameKeyValidValues) {
         }
 }
 
-TEST(SdpaPolicy, BroadcastFormFirstThenPerQueryThenTheKernel) {
-  SdpaBiasAttempts a;
-  EXPECT_EQ(a.form(), SdpaBiasForm::kBroadcast);
-  EXPECT_TRUE(a.failed(SdpaFailure::kRefused));
+TEST(SdpaPolicy, ForwardTriesThePerQueryFormThenTheBroadcastFormThenTheKernel) {
+  SdpaBiasAttempts a(/*backward=*/false);
   EXPECT_EQ(a.form(), SdpaBiasForm::kPerQuery);
+  EXPECT_TRUE(a.failed(SdpaFailure::kRefused));
+  EXPECT_EQ(a.form(), SdpaBiasForm::kBroadcast);
   EXPECT_FALSE(a.done());
   EXPECT_FALSE(a.failed(SdpaFailure::kRefused));
   EXPECT_TRUE(a.done());
   EXPECT_EQ(a.verdict(), SdpaVerdict::kRefused);
 }
 
-TEST(SdpaPolicy, StartingWithThePerQueryFormFallsBackToTheBroadcastForm) {
-  SdpaBiasAttempts a(SdpaBiasForm::kPerQuery);  // the GPU test's order
-  EXPECT_EQ(a.form(), SdpaBiasForm::kPerQuery);
-  EXPECT_TRUE(a.failed(SdpaFailure::kRefused));
+TEST(SdpaPolicy, ForwardStartingWithTheBroadcastFormFallsBackToThePerQueryForm) {
+  SdpaBiasAttempts a(/*backward=*/false, SdpaBiasForm::kBroadcast);  // the GPU test's order
   EXPECT_EQ(a.form(), SdpaBiasForm::kBroadcast);
+  EXPECT_TRUE(a.failed(SdpaFailure::kRefused));
+  EXPECT_EQ(a.form(), SdpaBiasForm::kPerQuery);
   EXPECT_FALSE(a.failed(SdpaFailure::kRefused));
   EXPECT_TRUE(a.done());
 }
 
+// cuDNN 9.19 ran a backward with the broadcast bias and returned wrong
+// gradients (sdpa_policy.h): a backward key never declares it, whatever the
+// first forward form is, and a refused per-query form is the key's verdict.
+TEST(SdpaPolicy, BackwardDeclaresOnlyThePerQueryForm) {
+  for (SdpaBiasForm first : {SdpaBiasForm::kPerQuery, SdpaBiasForm::kBroadcast}) {
+    SdpaBiasAttempts a(/*backward=*/true, first);
+    EXPECT_EQ(a.form(), SdpaBiasForm::kPerQuery);
+    EXPECT_FALSE(a.failed(SdpaFailure::kRefused));
+    EXPECT_TRUE(a.done());
+    EXPECT_EQ(a.verdict(), SdpaVerdict::kRefused);
+  }
+  SdpaBiasAttempts plan(/*backward=*/true);
+  EXPECT_FALSE(plan.failed(SdpaFailure::kPlanFailed));
+  EXPECT_EQ(plan.verdict(), SdpaVerdict::kPlanFailed);
+}
+
 TEST(SdpaPolicy, APlanFailureOnEitherFormIsTheVerdict) {
-  SdpaBiasAttempts first_failed;
+  SdpaBiasAttempts first_failed(/*backward=*/false);
   EXPECT_TRUE(first_failed.failed(SdpaFailure::kPlanFailed));  // a plan failure still tries the other form
   EXPECT_FALSE(first_failed.failed(SdpaFailure::kRefused));
   EXPECT_EQ(first_failed.verdict(), SdpaVerdict::kPlanFailed);
-  SdpaBiasAttempts second_failed;
+  SdpaBiasAttempts second_failed(/*backward=*/false);
   EXPECT_TRUE(second_failed.failed(SdpaFailure::kRefused));
   EXPECT_FALSE(second_failed.failed(SdpaFailure::kPlanFailed));
   EXPECT_EQ(second_failed.verdict(), SdpaVerdict::kPlanFailed);
