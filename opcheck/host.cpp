@@ -82,7 +82,8 @@ bool identical(const Host& a, const Host& b, std::string* where) {
   }
   const size_t es = dtype_size(a.dtype);
   for (int64_t i = 0; i < a.numel(); ++i)
-    if (std::memcmp(a.bytes.data() + i * es, b.bytes.data() + i * es, es) != 0) {
+    if (std::memcmp(a.bytes.data() + i * es, b.bytes.data() + i * es, es) != 0 &&
+        !(std::isnan(a.value(i)) && std::isnan(b.value(i)))) {
       if (where) *where = "[" + std::to_string(i) + "]: " + std::to_string(a.value(i)) + " vs " + std::to_string(b.value(i));
       return false;
     }

@@ -42,7 +42,13 @@ Host filled(DType t, Shape s, float v);
 Host ints(const std::vector<int32_t>& v, Shape s);
 DeviceBuffer put(Device& dev, const Host& h, MemCategory cat = MemCategory::Activations);
 Host fetch(Device& dev, const Tensor& t);
-// Bit-for-bit equality (NaN payloads included); *where says the first difference.
+// Bit-for-bit equality, except that any NaN equals any NaN: arithmetic on a
+// NaN gives x86's default NaN (sign set, 0xffc00000) or the operand's payload
+// on the CPU and CUDA's canonical NaN (0x7fffffff) on the GPU, and IEEE 754
+// specifies neither (seen on the first lease, H200, 2026-11-27: every map op
+// on a NaN input). The conversions' NaN payload rules have their own tests
+// (tests/core/test_numerics.cpp, tests/gpu/test_convert_probe.cpp). *where
+// says the first difference.
 bool identical(const Host& a, const Host& b, std::string* where = nullptr);
 
 // Spacing of dtype t at |x| (subnormal spacing below the smallest normal).

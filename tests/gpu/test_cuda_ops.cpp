@@ -214,7 +214,8 @@ TEST_F(CudaOps, AttentionRejectsLargeHeadDim) {
 // with the same conversions: an aligned call, a call on views one element
 // off alignment (the scalar path) and the CPU give the same bits, for every
 // pair of dtypes, with a tail (n % 8 != 0) and a NaN and infinities among
-// the inputs (payload and rounding rules).
+// the inputs (rounding rules; a NaN's sign and payload may differ between
+// the CPU and the GPU, opcheck/host.h identical()).
 TEST_F(CudaOps, VectorisedMapKernelsGiveTheScalarPathsBits) {
   auto cpu = make_cpu_device();
   const int64_t n = 8 * 1000 + 5;
