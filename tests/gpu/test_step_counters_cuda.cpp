@@ -204,8 +204,23 @@ TEST(CudaGemmEpilogues, DegenerateShapesMatchTheCpuAndAreCached) {
             out[backend] = fetch(dev, dc);
             if (with_pre) pre[backend] = fetch(dev, dp);
           }
-          double scale = 1e-30;
-          for (int64_t i = 0; i < m * n; ++i) scale = std::max(scale, std::abs(out[0].value(i)));
+          // The scale of the tolerance: the largest sum_k |a b| + |bias| of an
+          // element, the magnitude a dot product's rounding errors are relative
+          // to (the GPU sums in another order than the CPU, or on tensor cores:
+          // the fp32 results differ by ulps, never bit-equal by contract). Not
+          // max |C|: with ReLU every C may be 0 (m = n = 1, a negative
+          // pre-activation), which made the pre_act check demand bit equality
+          // of two fp32 dot products (the first H200 run: -5.2294549942 vs
+          // -5.2294540405, 1 ulp). fp32, k = 40: each side is within (k + 2)
+          // 2^-24 ~ 2.5e-6 of the exact value, so 1e-5 of this scale; bf16:
+          // the output's half ulp (2^-9) plus tensor-core sums, 2e-2.
+          double scale = 0.0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double s = e != Epilogue::None ? std::abs(bias.value(j)) : 0.0;
+              for (int64_t kk = 0; kk < k; ++kk) s += std::abs(a.value(i * k + kk) * b.value(kk * n + j));
+              scale = std::max(scale, s);
+            }
           for (int64_t i = 0; i < m * n; ++i) {
             EXPECT_NEAR(out[1].value(i), out[0].value(i), mode.tol * scale) << "C[" << i << "]";
             if (with_pre) {
