@@ -60,6 +60,39 @@ inline bool gelu_aux_in_place(DType pre_act, DType d, int64_t n, uint32_t pre_ac
   return pre_act == d && n % 8 == 0 && pre_act_alignment >= 16;
 }
 
+// Split-K reduction schemes (cublasLtReductionScheme_t's bits, cublasLt.h;
+// gemm_plan_cache.cpp static_asserts the values). NONE (0, one dot product
+// per element, no reduction) passes every mask.
+//   INPLACE      "using the output buffer (and output data type)"
+//   COMPUTE_TYPE "intermediate results are stored in compute type in the
+//                workspace and reduced in a separate step"
+//   OUTPUT_TYPE  "... stored in output type in the workspace ..."
+constexpr uint32_t kLtReductionInplace = 1, kLtReductionComputeType = 2, kLtReductionOutputType = 4,
+                   kLtReductionAll = 7;
+
+// CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK for a GEMM writing D of type d.
+// A 16-bit D: COMPUTE_TYPE only (fp32 partial sums), so the output is rounded
+// to 16 bits once, after the epilogue, as the op contract and the CPU
+// backend do. INPLACE and OUTPUT_TYPE round every partial sum to the 16-bit
+// type before the separate reduction step adds the partials, beta C and the
+// bias: the first H200 run (cuBLASLt 13.1, default mask) gave bf16 outputs
+// equal to round(round(alpha AB) + bias) and round(round(alpha AB) + beta C)
+// bit for bit (k = 19 and 64: one non-empty split), 5 to 6 ulps of the result
+// where the bias or beta C cancels the product, and GELU_BIAS/GELU_AUX_BIAS
+// pre-activations off by about an ulp of their partial sums (opcheck gemm
+// bf16/fp16 C cases, 1.1x to 11x of the bound). fp32 D: every scheme (an
+// fp32 partial is what COMPUTE_TYPE keeps anyway).
+inline uint32_t reduction_scheme_mask(DType d) {
+  return dtype_size(d) < 4 ? kLtReductionComputeType : kLtReductionAll;
+}
+
+// Whether the algorithm the heuristic returned honours the mask: no split
+// (splits <= 1, or scheme NONE) or a scheme inside the mask. A violation is
+// an error, not a silent change of the numerics (gemm_plan_cache.cpp).
+inline bool reduction_honours_mask(uint32_t mask, int32_t splits, uint32_t scheme) {
+  return splits <= 1 || scheme == 0 || (scheme & ~mask) == 0;
+}
+
 // The scratch aux's leading dimension: n rounded up to 8 ("divisible by 8
 // and no less than the number of rows in the output matrix", cublasLt.h).
 inline int64_t gelu_aux_scratch_ld(int64_t n) { return (n + 7) / 8 * 8; }

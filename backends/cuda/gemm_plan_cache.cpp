@@ -29,11 +29,14 @@
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemm_cublaslt_impl.h"
+#include "backends/cuda/gemm_lt_rules.h"
 
 namespace mpb::cuda {
 
@@ -71,6 +74,33 @@ void set_pointers(cublasLtMatmulDesc_t op, const GemmProblem& p) {
     set_desc(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, p.descale_a);
   }
 }
+
+// cublasLtMatmulAlgoConfigGetAttribute, checked: the size it reports must be the value's.
+template <typename T>
+void algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr, T& value) {
+  size_t written = 0;
+  MPB_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &value, sizeof(value), &written));
+  if (written != sizeof(value))
+    throw DeviceError("gemm: cublasLtMatmulAlgoConfigGetAttribute(" + std::to_string(static_cast<int>(attr)) +
+                      ") wrote " + std::to_string(written) + " bytes, expected " + std::to_string(sizeof(value)));
+}
+
+// MPB_GEMM_PLAN_LOG=1: one stderr line per plan built (the problem and the
+// heuristic's algorithm: id, tile, stages, split-K, reduction scheme), for
+// reading which kernels a GPU run used. Read once.
+bool plan_log_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MPB_GEMM_PLAN_LOG");
+    return v != nullptr && v[0] != '\0' && v[0] != '0';
+  }();
+  return on;
+}
+
+static_assert(CUBLASLT_REDUCTION_SCHEME_INPLACE == kLtReductionInplace &&
+                  CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE == kLtReductionComputeType &&
+                  CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE == kLtReductionOutputType &&
+                  CUBLASLT_REDUCTION_SCHEME_MASK == kLtReductionAll,
+              "gemm_lt_rules.h's reduction scheme bits are cublasLt.h's");
 
 }  // namespace
 
@@ -115,6 +145,9 @@ GemmPlan* CublasLtGemm::Impl::plan(const GemmProblem& p) {
   set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p.align_a());
   set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p.align_d());
   set_pref(pref.p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.align_d());
+  // Split-K partial sums of a 16-bit D stay fp32 (gemm_lt_rules.h reduction_scheme_mask).
+  const uint32_t reduction_mask = reduction_scheme_mask(p.d_dtype);
+  set_pref(pref.p, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, reduction_mask);
 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -137,6 +170,23 @@ GemmPlan* CublasLtGemm::Impl::plan(const GemmProblem& p) {
   if (result.workspaceSize > kWorkspaceBytes)
     throw DeviceError("gemm: cuBLASLt algorithm wants " + std::to_string(result.workspaceSize) +
                       " bytes of workspace for " + p.describe());
+  int32_t splits = 1;
+  uint32_t scheme = 0;
+  algo_config(result.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, splits);
+  algo_config(result.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, scheme);
+  if (plan_log_enabled()) {
+    int32_t id = 0;
+    uint32_t tile = 0, stages = 0;
+    algo_config(result.algo, CUBLASLT_ALGO_CONFIG_ID, id);
+    algo_config(result.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, tile);
+    algo_config(result.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, stages);
+    std::fprintf(stderr, "[mpb gemm plan] %s: algo %d tile %u stages %u splitK %d reduction scheme %u (mask %u) workspace %zu\n",
+                 p.describe().c_str(), id, tile, stages, splits, scheme, reduction_mask, result.workspaceSize);
+  }
+  if (!reduction_honours_mask(reduction_mask, splits, scheme))
+    throw DeviceError("gemm: cuBLASLt returned split-K " + std::to_string(splits) + " with reduction scheme " +
+                      std::to_string(scheme) + " outside the requested mask " + std::to_string(reduction_mask) +
+                      " for " + p.describe());
   built->algo = result.algo;
   built->workspace = result.workspaceSize;
   built->has_algo = true;

@@ -23,6 +23,7 @@ const std::vector<OverrideRule>& override_rules() {
       {"CUDA_DISABLE_PTX_JIT", "no PTX fallback for GPUs without a built binary"},
       {"CUDA_CACHE_DISABLE", "no JIT cache: PTX recompiled every run"},
       {"MPB_CUDA_DEBUG_SYNC", "mpbench synchronises after every kernel launch: step times include the waits"},
+      {"MPB_GEMM_PLAN_LOG", "mpbench prints each cuBLASLt GEMM plan it builds (algorithm, split-K, reduction scheme) to stderr"},
       {"MPB_CPU_ISA", "which build of mpbench's CPU kernels runs (scalar, avx2, avx512, avx512_bf16): CPU speed"},
       {"ONEDNN_*", "oneDNN's CPU kernels (ONEDNN_MAX_CPU_ISA can rule out AVX-512/AMX) or verbose logging"},
       {"DNNL_*", "oneDNN's CPU kernels (the older names of the ONEDNN_ variables)"},

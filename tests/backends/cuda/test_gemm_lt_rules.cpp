@@ -1,7 +1,8 @@
 // The pure decisions of the cuBLASLt GEMM path (backends/cuda/gemm_lt_rules.h):
 // the alignment cuBLASLt is told it may assume (MIN_ALIGNMENT_*, and a part
 // of every plan key), the output types per compute type, and whether the
-// GELU aux goes in place or through scratch. Runs on the CPU: these decide
+// GELU aux goes in place or through scratch, the split-K reduction schemes
+// a 16-bit output allows. Runs on the CPU: these decide
 // what the cuBLASLt calls ask for, and a wrong answer shows only on a GPU.
 #include <gtest/gtest.h>
 
@@ -19,6 +20,12 @@ using mpb::cuda::batch_alignment;
 using mpb::cuda::d_type_allowed;
 using mpb::cuda::gelu_aux_in_place;
 using mpb::cuda::gelu_aux_scratch_ld;
+using mpb::cuda::kLtReductionAll;
+using mpb::cuda::kLtReductionComputeType;
+using mpb::cuda::kLtReductionInplace;
+using mpb::cuda::kLtReductionOutputType;
+using mpb::cuda::reduction_honours_mask;
+using mpb::cuda::reduction_scheme_mask;
 
 const void* address(uintptr_t a) { return reinterpret_cast<const void*>(a); }
 
@@ -94,6 +101,25 @@ TEST(GemmLtRules, ScratchAuxLdIsNRoundedUpTo8) {
     ASSERT_GE(ld, n) << n;      // "no less than the number of rows"
     ASSERT_LT(ld - n, 8) << n;  // and no wider than that needs
   }
+}
+
+TEST(GemmLtRules, SixteenBitOutputsKeepSplitKPartialsInFp32) {
+  // bf16/fp16 D: only fp32 (compute type) partial sums; INPLACE and
+  // OUTPUT_TYPE would round each partial to 16 bits before the bias/beta C.
+  EXPECT_EQ(reduction_scheme_mask(DType::BF16), kLtReductionComputeType);
+  EXPECT_EQ(reduction_scheme_mask(DType::F16), kLtReductionComputeType);
+  EXPECT_EQ(reduction_scheme_mask(DType::BF16) & (kLtReductionInplace | kLtReductionOutputType), 0u);
+  EXPECT_EQ(reduction_scheme_mask(DType::F32), kLtReductionAll);
+}
+
+TEST(GemmLtRules, AnAlgorithmOutsideTheReductionMaskIsCaught) {
+  const uint32_t m16 = reduction_scheme_mask(DType::BF16);
+  EXPECT_TRUE(reduction_honours_mask(m16, 1, 0));                         // no split
+  EXPECT_TRUE(reduction_honours_mask(m16, 4, kLtReductionComputeType));  // fp32 partials
+  EXPECT_FALSE(reduction_honours_mask(m16, 4, kLtReductionOutputType));  // 16-bit partials
+  EXPECT_FALSE(reduction_honours_mask(m16, 2, kLtReductionInplace));
+  EXPECT_TRUE(reduction_honours_mask(m16, 1, kLtReductionOutputType));   // one split: nothing reduced
+  EXPECT_TRUE(reduction_honours_mask(reduction_scheme_mask(DType::F32), 4, kLtReductionOutputType));
 }
 
 }  // namespace
