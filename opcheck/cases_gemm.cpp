@@ -26,6 +26,20 @@
 // relative error ~2^-11): 1.13 (t + one ulp of C) + 2^-10 |x| + 1e-6. With
 // pre_act and an activation the GPU may round twice (C's type, then
 // pre_act's). Any 16-bit output may straddle one rounding boundary: one ulp.
+//
+// What these bounds do NOT allow, on purpose: a 16-bit rounding of the
+// product, or of split-K partial sums, before the bias, beta C or the GELU is
+// applied. cuBLASLt does that under its INPLACE and OUTPUT_TYPE split-K
+// reduction schemes (cublasLt.h: partials "stored in output type"); the first
+// H200 run, with the default scheme mask, gave bf16 C = round(round(alpha AB)
+// + bias) and round(round(alpha AB) + beta C) bit for bit, i.e. an extra half
+// ulp of |alpha AB| where the bias or beta C cancels it (5 to 6 ulps of C),
+// and GELU pre-activations off by about an ulp of their partial sums. Allowing
+// it would take (splits + 1) half ulps of the output type times sum|ab|, a
+// bound in 16-bit units that the CPU path would pass by orders of magnitude.
+// The CUDA backend instead asks cuBLASLt for fp32 partials with a 16-bit D
+// (backends/cuda/gemm_lt_rules.h reduction_scheme_mask), so one rounding of
+// the output, after the epilogue, is the contract these cases check.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
