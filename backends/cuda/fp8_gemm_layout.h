@@ -14,13 +14,25 @@
 //     n % 16 == 0, Transformer Engine pads N and K. 16 elements keep D's
 //     leading dimension a multiple of 16 bytes for every output dtype (32 B
 //     for bf16/fp16, 64 B for fp32) and our B's codes [n, kp] a whole number
-//     of 16-row tiles. m has no such rule (PyTorch checks none);
-//   - pointers 16-byte aligned.
-// A C of width n % 16 != 0, or one not 16-byte aligned, is therefore written
-// through a scratch [m, n_padded] (C copied in first when beta != 0, the
-// first n columns copied back after). Padding, not a dequantise-then-bf16
-// fallback: the FP8 tensor cores are what an FP8 cell measures; the price is
-// one [m, n_padded] scratch and two strided copies (docs/PERFORMANCE.md).
+//     of 16-row tiles;
+//   - m, the columns of cuBLASLt's D and B (our A's rows), a multiple of 16
+//     as well. The cuBLAS docs ask for "all matrix dimensions" 16-byte
+//     aligned for FP8 kernels, XLA pads every non-batch dimension of an FP8
+//     GEMM to 16, Transformer Engine refuses FP8 execution unless the rows
+//     of both operands are multiples of 8, and the first GPU run (H200,
+//     cuBLASLt 13.1) saw every FP8 GEMM with m = 19 pass the heuristic and
+//     then be refused by cublasLtMatmul (NOT_SUPPORTED). m was unpadded then
+//     ("PyTorch checks none"): that rule is gone. Our A's codes are written
+//     [m_padded, kp] with zero rows beyond m (exact zeros in D's pad columns);
+//   - pointers 16-byte aligned, the two per-tensor descale factors included
+//     (kFp8DescaleStride below).
+// A C of width n % 16 != 0, of height m % 16 != 0, or one not 16-byte
+// aligned, is therefore written through a scratch [m_padded, n_padded] (C's
+// m x n copied in first when beta != 0, the first m rows and n columns copied
+// back after). Padding, not a dequantise-then-bf16 fallback: the FP8 tensor
+// cores are what an FP8 cell measures; the price is one scratch and two
+// strided copies (docs/PERFORMANCE.md), and training shapes (m = tokens, a
+// multiple of 16) never pay it for m.
 //   - BIAS_DATA_TYPE (cublasLt.h): the bias has D's type except for FP8
 //     kernels with an fp32 D, which take a bf16 bias;
 //   - FAST_ACCUM in forward GEMMs only, as Transformer Engine does (its
@@ -45,15 +57,23 @@ inline int64_t fp8_round_up(int64_t x) { return (x + kFp8GemmDimMultiple - 1) / 
 // The reduction length of the quantized operands: k rounded up to 16.
 inline int64_t fp8_padded_k(int64_t k) { return fp8_round_up(k); }
 
+// The device floats holding 1 / scale of A and of B (CUBLASLT_MATMUL_DESC_
+// A/B_SCALE_POINTER) lie in one scratch, this many floats apart: 16 bytes,
+// so both pointers are 16-byte aligned like every other pointer an FP8
+// kernel reads (they were 4 bytes apart, B's 4-byte aligned, when the first
+// GPU run saw every FP8 matmul refused). The scratch holds 2 strides.
+constexpr int64_t kFp8DescaleStride = 4;
+
 // BIAS_DATA_TYPE (and the bias gradient's) of an FP8 GEMM writing `out`.
 inline DType fp8_bias_dtype(DType out) { return out == DType::F32 ? DType::BF16 : out; }
 
 struct Fp8GemmLayout {
   int64_t k_padded = 0;             // the codes' row length (zero codes beyond k)
   int64_t n_padded = 0;             // rows of cuBLASLt's D and of our B's codes (zero rows beyond n)
-  bool scratch_output = false;      // D is a scratch [m, n_padded], its first n columns copied into C
+  int64_t m_padded = 0;             // columns of cuBLASLt's D, rows of our A's codes (zero rows beyond m)
+  bool scratch_output = false;      // D is a scratch [m_padded, n_padded], its first m x n copied into C
   bool copy_c_in = false;           // scratch_output and beta != 0: C is copied into the scratch first
-  size_t scratch_output_bytes = 0;  // m * n_padded * sizeof(output dtype), 0 without scratch_output
+  size_t scratch_output_bytes = 0;  // m_padded * n_padded * sizeof(output dtype), 0 without scratch_output
   DType bias_dtype = DType::F32;    // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE for a Bias* epilogue
   bool fast_accum = false;          // CUBLASLT_MATMUL_DESC_FAST_ACCUM
 };
@@ -64,9 +84,10 @@ inline Fp8GemmLayout fp8_gemm_layout(int64_t m, int64_t n, int64_t k, DType out,
   Fp8GemmLayout l;
   l.k_padded = fp8_padded_k(k);
   l.n_padded = fp8_round_up(n);
-  l.scratch_output = l.n_padded != n || c_alignment < 16;
+  l.m_padded = fp8_round_up(m);
+  l.scratch_output = l.n_padded != n || l.m_padded != m || c_alignment < 16;
   l.copy_c_in = l.scratch_output && beta != 0.0f;
-  l.scratch_output_bytes = l.scratch_output ? static_cast<size_t>(m * l.n_padded) * dtype_size(out) : 0;
+  l.scratch_output_bytes = l.scratch_output ? static_cast<size_t>(l.m_padded * l.n_padded) * dtype_size(out) : 0;
   l.bias_dtype = fp8_bias_dtype(out);
   l.fast_accum = a == Fp8Format::E4M3 && b == Fp8Format::E4M3;
   return l;

@@ -16,18 +16,21 @@
 // pad (exact zeros: the sums do not change). The problem is then the
 // trans_a = false, trans_b = true GEMM of the codes with k = kp, and
 // CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER point at 1 / scale of each operand
+// (16 bytes apart: kFp8DescaleStride)
 // (cuBLASLt multiplies the fp32 accumulator by both, exact for power-of-two
 // scales): D = alpha * (qa / sa) . (qb / sb) + beta * C, the contract of
 // core/device.h. Everything after the operands (C/D types, epilogues and
 // their fallbacks, the plan cache keyed also by the two formats) is the
 // path of the other parts (gemm_cublaslt_impl.h), with three differences decided by fp8_gemm_layout()
 // (fp8_gemm_layout.h, proven on the CPU by tests/backends/cuda/test_fp8_gemm_layout.cpp):
-//   - Output width. D's rows (our n) must be a multiple of 16 as well: B's
-//     codes are written [np, kp] with zero rows beyond n, and when n % 16 != 0
+//   - Output shape. D's rows and columns (our n and m) must be multiples of
+//     16 as well: B's codes are written [np, kp] with zero rows beyond n, A's
+//     [mp, kp] with zero rows beyond m, and when n or m is no multiple of 16
 //     (or C/pre_act is not 16-byte aligned) run_fp8_through_scratch runs the
-//     GEMM on n-padded scratch outputs (kScratchFp8Out/PreAct/Bias: C copied
-//     in first when beta != 0, pre_act copied in for the backward epilogues,
-//     the bias zero-padded) and copies the first n columns back.
+//     GEMM on padded [mp, np] scratch outputs (kScratchFp8Out/PreAct/Bias: C
+//     copied in first when beta != 0, pre_act copied in for the backward
+//     epilogues, the pad rows zero, the bias zero-padded) and copies the
+//     first m rows and n columns back.
 //   - Bias type. cuBLASLt's FP8 kernels take a bf16 bias for an fp32 D (D's
 //     type otherwise), so the bias is cast to bf16 (round to nearest even,
 //     one n-element launch per call into kScratchGemmBias) and the fused
@@ -59,42 +62,59 @@ namespace {
 // (n, output dtype, alignment) in the process, not per call.
 void note_fp8_scratch_output(const GemmArgs& g, const Fp8GemmLayout& fp8) {
   static std::mutex mutex;
-  static std::set<std::array<int64_t, 3>> said;
-  const std::array<int64_t, 3> key{g.n, static_cast<int64_t>(g.c.dtype), fp8.n_padded == g.n ? 1 : 0};
+  static std::set<std::array<int64_t, 4>> said;
+  const std::array<int64_t, 4> key{g.m, g.n, static_cast<int64_t>(g.c.dtype),
+                                   (fp8.n_padded == g.n ? 1 : 0) | (fp8.m_padded == g.m ? 2 : 0)};
   {
     const std::lock_guard<std::mutex> lock(mutex);
     if (!said.insert(key).second) return;
   }
+  std::string why;
+  if (fp8.n_padded != g.n) why += "is not a multiple of 16 columns wide";
+  if (fp8.m_padded != g.m) why += std::string(why.empty() ? "" : ", ") + "is not a multiple of 16 rows high";
+  if (why.empty()) why = "is not 16-byte aligned";
   std::fprintf(stderr,
-               "mpbench cuda: FP8 GEMM output [m, %lld] %s %s: written through an [m, %lld] scratch and copied back "
-               "(cuBLASLt's FP8 kernels need n %% 16 == 0 and 16-byte aligned outputs)\n",
-               static_cast<long long>(g.n), dtype_name(g.c.dtype),
-               fp8.n_padded == g.n ? "is not 16-byte aligned" : "is not 16 columns wide",
-               static_cast<long long>(fp8.n_padded));
+               "mpbench cuda: FP8 GEMM output [%lld, %lld] %s %s: written through a [%lld, %lld] scratch and copied "
+               "back (cuBLASLt's FP8 kernels need m, n multiples of 16 and 16-byte aligned outputs)\n",
+               static_cast<long long>(g.m), static_cast<long long>(g.n), dtype_name(g.c.dtype), why.c_str(),
+               static_cast<long long>(fp8.m_padded), static_cast<long long>(fp8.n_padded));
 }
 }  // namespace
 
-// An FP8 GEMM whose C is not 16 columns wide (or not 16-byte aligned), see
-// fp8_gemm_layout.h: the same GEMM with every output widened to n_padded in
-// scratch (C copied in first when beta != 0; pre_act copied in when it is
-// the backward epilogues' input; the bias zero-padded), then the first n
-// columns copied back. The padded columns multiply zero rows of B's codes
-// and a zero bias (DGelu reads uninitialised pre_act there): every column of
-// D, and of the bias gradient, depends on its own column only, and the pad
-// columns are never copied back.
+// An FP8 GEMM whose C is not a multiple of 16 columns wide or rows high (or
+// not 16-byte aligned), see fp8_gemm_layout.h: the same GEMM with every
+// output widened to [m_padded, n_padded] in scratch (C copied in first when
+// beta != 0; pre_act copied in when it is the backward epilogues' input; the
+// bias zero-padded), then the first m rows and n columns copied back. The
+// padded columns multiply zero rows of B's codes and a zero bias (DGelu
+// reads uninitialised pre_act there): every column of D, and of the bias
+// gradient, depends on its own column only, and the pad columns are never
+// copied back. The padded rows multiply zero rows of A's codes, so D is
+// alpha * 0 there; they are never copied back either, but the bias gradient
+// (DGELU_BGRAD, or the bias_grad kernel of its fallback) sums over every row
+// of D: the pad rows of C and pre_act are zeroed, so they add dgelu(0) * 0 =
+// exact zeros and never a NaN from uninitialised memory.
 void CublasLtGemm::Impl::run_fp8_through_scratch(const GemmArgs& g, const Fp8GemmLayout& fp8) {
   note_fp8_scratch_output(g, fp8);
-  const int64_t m = g.m, n = g.n, np = fp8.n_padded;
+  const int64_t m = g.m, n = g.n, np = fp8.n_padded, mp = fp8.m_padded;
+  // Rows m..mp of a [mp, np] scratch matrix, zeroed (see above).
+  auto zero_pad_rows = [&](const Tensor& t) {
+    const size_t row = static_cast<size_t>(np) * dtype_size(t.dtype);
+    zero_bytes(static_cast<char*>(t.data) + static_cast<size_t>(m) * row, static_cast<size_t>(mp - m) * row);
+  };
   GemmArgs wide = g;
+  wide.m = mp;
   wide.n = np;
-  wide.c = Tensor(dev.scratch(kScratchFp8Out, fp8.scratch_output_bytes), g.c.dtype, Shape{m, np});
+  wide.c = Tensor(dev.scratch(kScratchFp8Out, fp8.scratch_output_bytes), g.c.dtype, Shape{mp, np});
+  zero_pad_rows(wide.c);
   if (fp8.copy_c_in) copy_columns(wide.c, np, g.c, n, m, n);
   if (!g.pre_act.empty()) {
     if (g.pre_act.data == g.c.data) {
       wide.pre_act = wide.c;  // the caller's aliasing, kept
     } else {
-      const size_t bytes = static_cast<size_t>(m * np) * dtype_size(g.pre_act.dtype);
-      wide.pre_act = Tensor(dev.scratch(kScratchFp8PreAct, bytes), g.pre_act.dtype, Shape{m, np});
+      const size_t bytes = static_cast<size_t>(mp * np) * dtype_size(g.pre_act.dtype);
+      wide.pre_act = Tensor(dev.scratch(kScratchFp8PreAct, bytes), g.pre_act.dtype, Shape{mp, np});
+      zero_pad_rows(wide.pre_act);
       if (is_backward_epilogue(g.epilogue)) copy_columns(wide.pre_act, np, g.pre_act, n, m, n);  // read there
     }
   }
@@ -130,18 +150,21 @@ void CublasLtGemm::Impl::run_fp8_through_scratch(const GemmArgs& g, const Fp8Gem
 void CublasLtGemm::Impl::quantize_fp8(const GemmArgs& g, GemmProblem& p, const Fp8GemmLayout& fp8) {
   if (g.fp8_a.format == Fp8Format::E5M2 && g.fp8_b.format == Fp8Format::E5M2)
     throw DeviceError("gemm: cuBLASLt has no FP8 matmul with both operands E5M2 (" + p.describe() + ")");
-  const int64_t kp = fp8.k_padded, np = fp8.n_padded;
-  auto* qa = static_cast<uint8_t*>(dev.scratch(kScratchFp8A, static_cast<size_t>(g.m * kp)));
+  const int64_t kp = fp8.k_padded, np = fp8.n_padded, mp = fp8.m_padded;
+  auto* qa = static_cast<uint8_t*>(dev.scratch(kScratchFp8A, static_cast<size_t>(mp * kp)));
   auto* qb = static_cast<uint8_t*>(dev.scratch(kScratchFp8B, static_cast<size_t>(np * kp)));
-  auto* descale = static_cast<float*>(dev.scratch(kScratchFp8Descale, 2 * sizeof(float)));
+  auto* descale = static_cast<float*>(dev.scratch(kScratchFp8Descale, 2 * kFp8DescaleStride * sizeof(float)));
   // A stored [m,k] (no trans_a) or [k,m] (trans_a); B stored [k,n] (no trans_b) or [n,k] (trans_b).
   fp8_quantize_operand(dev, qa, kp, descale, g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.trans_a, g.fp8_a);
-  fp8_quantize_operand(dev, qb, kp, descale + 1, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, !g.trans_b,
-                       g.fp8_b);
-  // B's codes as [np, kp]: rows n..np zero codes, so D's padded rows are exact zeros (plus the zero bias pad).
+  fp8_quantize_operand(dev, qb, kp, descale + kFp8DescaleStride, g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n,
+                       !g.trans_b, g.fp8_b);
+  // A's codes as [mp, kp] and B's as [np, kp]: rows m..mp and n..np zero
+  // codes, so D's padded columns and rows are exact zeros (plus the zero bias pad).
+  zero_bytes(qa + static_cast<size_t>(g.m * kp), static_cast<size_t>((mp - g.m) * kp));
   zero_bytes(qb + static_cast<size_t>(g.n * kp), static_cast<size_t>((np - g.n) * kp));
-  if (p.n != np)  // run() widened the outputs to np whenever np != n
-    throw std::logic_error("gemm: FP8 output width " + std::to_string(p.n) + " is not the padded " + std::to_string(np));
+  if (p.n != np || p.m != mp)  // run() widened the outputs to [mp, np] whenever that differs from [m, n]
+    throw std::logic_error("gemm: FP8 output shape [" + std::to_string(p.m) + ", " + std::to_string(p.n) +
+                           "] is not the padded [" + std::to_string(mp) + ", " + std::to_string(np) + "]");
   p.a = qa;
   p.b = qb;
   p.k = kp;
@@ -151,7 +174,7 @@ void CublasLtGemm::Impl::quantize_fp8(const GemmArgs& g, GemmProblem& p, const F
   p.fp8_a = g.fp8_a.format;
   p.fp8_b = g.fp8_b.format;
   p.descale_a = descale;
-  p.descale_b = descale + 1;
+  p.descale_b = descale + kFp8DescaleStride;
   p.fast_accum = fp8.fast_accum;
 }
 

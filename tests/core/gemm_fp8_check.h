@@ -93,10 +93,14 @@ inline const Case kFp8Cases[] = {
 struct Dims {
   int64_t m, n, k;
 };
-// k = 41 is no multiple of 16 (the CUDA path pads it), nor is n = 23 (its
-// fp32 rows are 92 bytes: the CUDA path writes them through a padded scratch).
+// k = 41 is no multiple of 16 (the CUDA path pads it), nor are n = 23 (its
+// fp32 rows are 92 bytes) and m = 19: the CUDA path writes C through a
+// [32, 32] scratch (backends/cuda/fp8_gemm_layout.h).
 inline constexpr Dims kOddDims{19, 23, 41};
-inline constexpr Dims kAlignedDims{19, 48, 64};  // n, k multiples of 16: no padding, C written directly
+// m, n, k multiples of 16: no padding, C written directly. (m was 19 here
+// until the first GPU run, when the CUDA path did not pad m and every FP8
+// GEMM was refused by cublasLtMatmul.)
+inline constexpr Dims kAlignedDims{32, 48, 64};
 
 struct Fp8Check {
   Dims dims = kOddDims;
