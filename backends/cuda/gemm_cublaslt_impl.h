@@ -72,6 +72,8 @@ struct CublasLtGemm::Impl {
   // no algorithm for it: the caller runs its explicit fallback and counts it.
   // A plain GEMM (no epilogue) has no fallback: its refusal throws.
   bool matmul(const GemmProblem& p, bool allow_missing = false);
+  // The message of a cublasLtMatmul failure (see gemm_plan_cache.cpp).
+  std::string matmul_refusal(const GemmProblem& p, const GemmPlan& pl, cublasStatus_t st, const void* ws);
 
   // g's outputs (c, pre_act, bias, bias_grad_out, n) and operands' inputs
   // (a, b, their FP8 settings, m, n, k): the same GemmArgs except behind

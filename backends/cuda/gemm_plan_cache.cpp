@@ -160,7 +160,7 @@ GemmPlan* CublasLtGemm::Impl::plan(const GemmProblem& p) {
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE ||
       (st == CUBLAS_STATUS_SUCCESS && found <= 0)) {
     built->refusal = "gemm: cuBLASLt has no algorithm for " + p.describe() + " (cublasLtMatmulAlgoGetHeuristic: " +
-                    cublasLtGetStatusString(st) + ", " + std::to_string(found) + " results)";
+                    cublasLtGetStatusString(st) + ", " + std::to_string(found) + " results) [" + p.describe_lt() + "]";
     return plans.emplace(key, std::move(built)).first->second.get();
   }
   if (st != CUBLAS_STATUS_SUCCESS) throw_cublas_error(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
@@ -200,9 +200,36 @@ bool CublasLtGemm::Impl::matmul(const GemmProblem& p, bool allow_missing) {
     throw DeviceError(pl->refusal);
   }
   set_pointers(pl->op, p);
-  MPB_CUBLAS_CHECK(cublasLtMatmul(handle, pl->op, &p.alpha, p.b, pl->a, p.a, pl->b, &p.beta, p.d, pl->d, p.d, pl->d,
-                                  &pl->algo, workspace.tensor().data, kWorkspaceBytes, dev.stream()));
+  void* ws = workspace.tensor().data;
+  const cublasStatus_t st = cublasLtMatmul(handle, pl->op, &p.alpha, p.b, pl->a, p.a, pl->b, &p.beta, p.d, pl->d, p.d,
+                                           pl->d, &pl->algo, ws, kWorkspaceBytes, dev.stream());
+  if (st != CUBLAS_STATUS_SUCCESS) throw DeviceError(matmul_refusal(p, *pl, st, ws));
   return true;
+}
+
+// cublasLtMatmul refused (or failed) the algorithm its heuristic gave for
+// this plan: the message names every attribute that was set (describe_lt),
+// the algorithm and what cublasLtMatmulAlgoCheck says of it, so that one
+// line of a GPU run's log says what the refusal is about.
+std::string CublasLtGemm::Impl::matmul_refusal(const GemmProblem& p, const GemmPlan& pl, cublasStatus_t st,
+                                               const void* ws) {
+  std::string msg = std::string(__FILE__) + ": cublasLtMatmul failed: " + cublasLtGetStatusName(st) + " (" +
+                    std::to_string(static_cast<int>(st)) + "): " + cublasLtGetStatusString(st) +
+                    ", with the heuristic's algorithm for " + p.describe() + " [" + p.describe_lt() + "]";
+  int32_t algo_id = -1;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&pl.algo, CUBLASLT_ALGO_CONFIG_ID, &algo_id, sizeof(algo_id), &written) ==
+      CUBLAS_STATUS_SUCCESS)
+    msg += "; algo id " + std::to_string(algo_id);
+  msg += ", heuristic workspace " + std::to_string(pl.workspace) + " of " + std::to_string(kWorkspaceBytes) +
+         " bytes at align " + std::to_string(alignment_of(ws));
+  cublasLtMatmulHeuristicResult_t check{};
+  const cublasStatus_t cs = cublasLtMatmulAlgoCheck(handle, pl.op, pl.a, pl.b, pl.d, pl.d, &pl.algo, &check);
+  msg += std::string("; cublasLtMatmulAlgoCheck: ") + cublasLtGetStatusName(cs);
+  if (cs == CUBLAS_STATUS_SUCCESS)
+    msg += std::string(", state ") + cublasLtGetStatusName(check.state) + ", workspace " +
+           std::to_string(check.workspaceSize);
+  return msg;
 }
 
 }  // namespace mpb::cuda

@@ -136,9 +136,46 @@ struct GemmProblem {
     if (fp8)
       s << " FP8 codes A=" << (fp8_a == Fp8Format::E4M3 ? "E4M3" : "E5M2")
         << " B=" << (fp8_b == Fp8Format::E4M3 ? "E4M3" : "E5M2") << " (k padded to 16)"
-        << (fast_accum ? " FAST_ACCUM" : "");
-    if (has_bias()) s << " bias=" << dtype_name(bias_dtype);
+        << (fast_accum ? " FAST_ACCUM" : "") << " descale align(A,B)=" << alignment_of(descale_a) << ","
+        << alignment_of(descale_b);
+    if (has_bias()) s << " bias=" << dtype_name(bias_dtype) << " bias align=" << alignment_of(bias);
+    if (aux != nullptr) s << " aux align=" << alignment_of(aux);
     return s.str();
+  }
+  // Everything cuBLASLt is given, in its own (column-major, operand-swapped)
+  // terms: what a refusal is about. Set on the descriptor (plan()): TRANSA/B,
+  // EPILOGUE, BIAS_DATA_TYPE (with a bias), FAST_ACCUM (when set),
+  // EPILOGUE_AUX_LD (with an aux), the BIAS/AUX/A_SCALE/B_SCALE pointers; on
+  // the preference: MAX_WORKSPACE_BYTES and MIN_ALIGNMENT_A/B/C/D_BYTES.
+  std::string describe_lt() const {
+    std::ostringstream s;
+    const int64_t a_rows = trans_b ? k : n, a_cols = trans_b ? n : k;  // cuBLASLt's A is our B
+    const int64_t b_rows = trans_a ? m : k, b_cols = trans_a ? k : m;  // cuBLASLt's B is our A
+    s << "cuBLASLt m=" << n << " n=" << m << " k=" << k << " compute="
+      << (compute_type(compute) == CUBLAS_COMPUTE_32F_FAST_TF32 ? "32F_FAST_TF32" : "32F") << " scale=32F"
+      << " TRANSA=" << (trans_b ? "T" : "N") << " TRANSB=" << (trans_a ? "T" : "N") << "; A " << type_name(b_type())
+      << " " << a_rows << "x" << a_cols << " ld " << a_rows << " align " << align_b() << "; B " << type_name(a_type())
+      << " " << b_rows << "x" << b_cols << " ld " << b_rows << " align " << align_a() << "; C = D (in place, one layout) "
+      << dtype_name(d_dtype) << " " << n << "x" << m << " ld " << n << " align " << align_d() << "; alpha=" << alpha
+      << " beta=" << beta << " (host)";
+    if (batched()) s << "; batch " << batch;
+    s << "; EPILOGUE=" << epilogue_name(epilogue);
+    if (has_bias()) s << " BIAS_DATA_TYPE=" << dtype_name(bias_dtype) << " bias align " << alignment_of(bias);
+    if (aux != nullptr) s << " AUX_LD=" << aux_ld << " aux align " << alignment_of(aux);
+    if (fp8)
+      s << "; A_SCALE_POINTER align " << alignment_of(descale_b) << " B_SCALE_POINTER align " << alignment_of(descale_a)
+        << " (scale mode default: scalar fp32)" << (fast_accum ? " FAST_ACCUM=1" : " FAST_ACCUM unset");
+    return s.str();
+  }
+  static const char* type_name(cudaDataType_t t) {
+    switch (t) {
+      case CUDA_R_32F: return "32F";
+      case CUDA_R_16F: return "16F";
+      case CUDA_R_16BF: return "16BF";
+      case CUDA_R_8F_E4M3: return "8F_E4M3";
+      case CUDA_R_8F_E5M2: return "8F_E5M2";
+      default: return "?";
+    }
   }
 };
 
