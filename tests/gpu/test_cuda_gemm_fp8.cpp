@@ -125,8 +125,9 @@ TEST(CudaGemmFp8Epilogue, Bf16BiasGeluWithPreAct) {
 // and beta 0, C = D in place with one layout (as the backend), per-tensor
 // scale pointers. The layout the backend now asks for (cuBLASLt n = our m
 // padded to 32, both scale pointers 16-byte aligned) must run; the variants
-// that each put back one old rule only print what cuBLASLt answers, which
-// is the evidence a GPU run is for:
+// that each put back one old rule (or change one more thing the backend
+// does: C = D in place, an fp32 output) only print what cuBLASLt answers,
+// which is the evidence a GPU run is for:
 //   --gtest_filter=CudaGemmFp8Probe.* prints one line per variant.
 struct LtFp8Answer {
   cublasStatus_t heuristic = CUBLAS_STATUS_NOT_INITIALIZED;
@@ -138,7 +139,8 @@ struct LtFp8Answer {
 #define MPB_RT_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 void lt_fp8_matmul(cublasLtHandle_t lt, int64_t n_lt, const float* scale_a, const float* scale_b, const void* a,
-                   const void* b, float* d, void* ws, size_t ws_bytes, LtFp8Answer& out) {
+                   const void* b, void* c, void* d, cudaDataType_t d_type, void* ws, size_t ws_bytes,
+                   LtFp8Answer& out) {
   const int64_t m_lt = 32, k = 64;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
@@ -151,7 +153,7 @@ void lt_fp8_matmul(cublasLtHandle_t lt, int64_t n_lt, const float* scale_a, cons
   MPB_LT_OK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b, sizeof(scale_b)));
   MPB_LT_OK(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, k, m_lt, k));
   MPB_LT_OK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, k, n_lt, k));
-  MPB_LT_OK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m_lt, n_lt, m_lt));
+  MPB_LT_OK(cublasLtMatrixLayoutCreate(&ld, d_type, m_lt, n_lt, m_lt));  // C's layout too
   MPB_LT_OK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t max_ws = ws_bytes;
   MPB_LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws,
@@ -160,7 +162,7 @@ void lt_fp8_matmul(cublasLtHandle_t lt, int64_t n_lt, const float* scale_a, cons
   out.heuristic = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &result, &out.found);
   if (out.heuristic == CUBLAS_STATUS_SUCCESS && out.found > 0) {
     const float alpha = 1.0f, beta = 0.0f;
-    out.matmul = cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &result.algo, ws, ws_bytes, nullptr);
+    out.matmul = cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, c, ld, d, ld, &result.algo, ws, ws_bytes, nullptr);
     MPB_RT_OK(cudaDeviceSynchronize());
   }
   MPB_LT_OK(cublasLtMatmulPreferenceDestroy(pref));
@@ -175,10 +177,12 @@ TEST(CudaGemmFp8Probe, BackendLayoutRunsAndOldRulesAreReported) {
   auto dev = fp8_device(skip);
   if (!dev) GTEST_SKIP() << skip;
   constexpr size_t kWs = size_t{32} << 20;
-  void *codes = nullptr, *d = nullptr, *ws = nullptr;
+  void *codes = nullptr, *c = nullptr, *d = nullptr, *ws = nullptr;
   float* scales = nullptr;
   MPB_RT_OK(cudaMalloc(&codes, 64 * 32));  // the most either operand holds: k x 32 codes
+  MPB_RT_OK(cudaMalloc(&c, 32 * 32 * sizeof(float)));
   MPB_RT_OK(cudaMalloc(&d, 32 * 32 * sizeof(float)));
+  MPB_RT_OK(cudaMemset(c, 0, 32 * 32 * sizeof(float)));
   MPB_RT_OK(cudaMalloc(&ws, kWs));
   MPB_RT_OK(cudaMalloc(reinterpret_cast<void**>(&scales), 64 * sizeof(float)));  // cudaMalloc: 256-byte aligned
   MPB_RT_OK(cudaMemset(codes, 0, 64 * 32));
@@ -190,18 +194,23 @@ TEST(CudaGemmFp8Probe, BackendLayoutRunsAndOldRulesAreReported) {
     const char* name;
     int64_t n_lt;
     const float* scale_b;
+    bool in_place;
+    cudaDataType_t d_type;
   };
   const Variant variants[] = {
-      {"backend now: n 32, scale pointers 16-byte aligned", 32, scales + 4},
-      {"old m rule: n 19 (our m unpadded)", 19, scales + 4},
-      {"old descale: B scale pointer 4-byte aligned", 32, scales + 1},
-      {"first GPU run: both", 19, scales + 1},
+      {"backend now: n 32, scale pointers 16-byte aligned", 32, scales + 4, true, CUDA_R_32F},
+      {"old m rule: n 19 (our m unpadded)", 19, scales + 4, true, CUDA_R_32F},
+      {"old descale: B scale pointer 4-byte aligned", 32, scales + 1, true, CUDA_R_32F},
+      {"first GPU run: both", 19, scales + 1, true, CUDA_R_32F},
+      {"backend now, but C != D (out of place)", 32, scales + 4, false, CUDA_R_32F},
+      {"backend now, but bf16 C = D", 32, scales + 4, true, CUDA_R_16BF},
   };
-  std::printf("FP8 probe, cuBLASLt %zu, E4M3 x E4M3 -> fp32, TN, m 32, k 64:\n", cublasLtGetVersion());
+  std::printf("FP8 probe, cuBLASLt %zu, E4M3 x E4M3, TN, m 32, k 64, fp32 C = D in place unless said:\n",
+              cublasLtGetVersion());
   LtFp8Answer now;
   for (const Variant& v : variants) {
     LtFp8Answer ans;
-    lt_fp8_matmul(lt, v.n_lt, scales, v.scale_b, codes, codes, static_cast<float*>(d), ws, kWs, ans);
+    lt_fp8_matmul(lt, v.n_lt, scales, v.scale_b, codes, codes, v.in_place ? d : c, d, v.d_type, ws, kWs, ans);
     std::printf("  %-52s heuristic %s (%d found), matmul %s\n", v.name, cublasLtGetStatusName(ans.heuristic), ans.found,
                 ans.found > 0 ? cublasLtGetStatusName(ans.matmul) : "not called");
     if (&v == &variants[0]) now = ans;
@@ -210,6 +219,7 @@ TEST(CudaGemmFp8Probe, BackendLayoutRunsAndOldRulesAreReported) {
   MPB_RT_OK(cudaFree(scales));
   MPB_RT_OK(cudaFree(ws));
   MPB_RT_OK(cudaFree(d));
+  MPB_RT_OK(cudaFree(c));
   MPB_RT_OK(cudaFree(codes));
   EXPECT_EQ(now.heuristic, CUBLAS_STATUS_SUCCESS);
   EXPECT_GT(now.found, 0);
