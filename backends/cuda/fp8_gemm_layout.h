@@ -15,24 +15,21 @@
 //     leading dimension a multiple of 16 bytes for every output dtype (32 B
 //     for bf16/fp16, 64 B for fp32) and our B's codes [n, kp] a whole number
 //     of 16-row tiles;
-//   - m, the columns of cuBLASLt's D and B (our A's rows), a multiple of 16
-//     as well. The cuBLAS docs ask for "all matrix dimensions" 16-byte
-//     aligned for FP8 kernels, XLA pads every non-batch dimension of an FP8
-//     GEMM to 16, Transformer Engine refuses FP8 execution unless the rows
-//     of both operands are multiples of 8, and the first GPU run (H200,
-//     cuBLASLt 13.1) saw every FP8 GEMM with m = 19 pass the heuristic and
-//     then be refused by cublasLtMatmul (NOT_SUPPORTED). m was unpadded then
-//     ("PyTorch checks none"): that rule is gone. Our A's codes are written
-//     [m_padded, kp] with zero rows beyond m (exact zeros in D's pad columns);
+//   - m, the columns of cuBLASLt's D and B (our A's rows): no rule. The
+//     first GPU run (H200, cuBLASLt 13.1) saw every FP8 GEMM refused by
+//     cublasLtMatmul (NOT_SUPPORTED), all with m = 19 and B's descale pointer
+//     4-byte aligned; the second run's CudaGemmFp8Probe took the two apart:
+//     m = 19 runs, the 4-byte-aligned descale pointer is refused. So m_padded
+//     is m (the layout keeps the field, and the scratch its [m_padded,
+//     n_padded] shape, so a cuBLASLt that wants m padded needs one line here);
 //   - pointers 16-byte aligned, the two per-tensor descale factors included
 //     (kFp8DescaleStride below).
-// A C of width n % 16 != 0, of height m % 16 != 0, or one not 16-byte
-// aligned, is therefore written through a scratch [m_padded, n_padded] (C's
-// m x n copied in first when beta != 0, the first m rows and n columns copied
-// back after). Padding, not a dequantise-then-bf16 fallback: the FP8 tensor
-// cores are what an FP8 cell measures; the price is one scratch and two
-// strided copies (docs/PERFORMANCE.md), and training shapes (m = tokens, a
-// multiple of 16) never pay it for m.
+// A C of width n % 16 != 0, or one not 16-byte aligned, is therefore
+// written through a scratch [m_padded, n_padded] (C's m x n copied in first
+// when beta != 0, the first m rows and n columns copied back after).
+// Padding, not a dequantise-then-bf16 fallback: the FP8 tensor cores are what
+// an FP8 cell measures; the price is one scratch and two strided copies
+// (docs/PERFORMANCE.md).
 //   - BIAS_DATA_TYPE (cublasLt.h): the bias has D's type except for FP8
 //     kernels with an fp32 D, which take a bf16 bias;
 //   - FAST_ACCUM in forward GEMMs only, as Transformer Engine does (its
@@ -84,7 +81,7 @@ inline Fp8GemmLayout fp8_gemm_layout(int64_t m, int64_t n, int64_t k, DType out,
   Fp8GemmLayout l;
   l.k_padded = fp8_padded_k(k);
   l.n_padded = fp8_round_up(n);
-  l.m_padded = fp8_round_up(m);
+  l.m_padded = m;  // no rule for m (the top of this file: the second GPU run's probe)
   l.scratch_output = l.n_padded != n || l.m_padded != m || c_alignment < 16;
   l.copy_c_in = l.scratch_output && beta != 0.0f;
   l.scratch_output_bytes = l.scratch_output ? static_cast<size_t>(l.m_padded * l.n_padded) * dtype_size(out) : 0;

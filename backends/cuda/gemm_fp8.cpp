@@ -23,10 +23,10 @@
 // their fallbacks, the plan cache keyed also by the two formats) is the
 // path of the other parts (gemm_cublaslt_impl.h), with three differences decided by fp8_gemm_layout()
 // (fp8_gemm_layout.h, proven on the CPU by tests/backends/cuda/test_fp8_gemm_layout.cpp):
-//   - Output shape. D's rows and columns (our n and m) must be multiples of
-//     16 as well: B's codes are written [np, kp] with zero rows beyond n, A's
-//     [mp, kp] with zero rows beyond m, and when n or m is no multiple of 16
-//     (or C/pre_act is not 16-byte aligned) run_fp8_through_scratch runs the
+//   - Output shape. D's rows (our n) must be a multiple of 16 as well (our
+//     m has no rule: mp == m, fp8_gemm_layout.h): B's codes are written
+//     [np, kp] with zero rows beyond n, A's [mp, kp], and when n is no
+//     multiple of 16 (or C/pre_act is not 16-byte aligned) run_fp8_through_scratch runs the
 //     GEMM on padded [mp, np] scratch outputs (kScratchFp8Out/PreAct/Bias: C
 //     copied in first when beta != 0, pre_act copied in for the backward
 //     epilogues, the pad rows zero, the bias zero-padded) and copies the
@@ -75,7 +75,7 @@ void note_fp8_scratch_output(const GemmArgs& g, const Fp8GemmLayout& fp8) {
   if (why.empty()) why = "is not 16-byte aligned";
   std::fprintf(stderr,
                "mpbench cuda: FP8 GEMM output [%lld, %lld] %s %s: written through a [%lld, %lld] scratch and copied "
-               "back (cuBLASLt's FP8 kernels need m, n multiples of 16 and 16-byte aligned outputs)\n",
+               "back (cuBLASLt's FP8 kernels need n a multiple of 16 and 16-byte aligned outputs)\n",
                static_cast<long long>(g.m), static_cast<long long>(g.n), dtype_name(g.c.dtype), why.c_str(),
                static_cast<long long>(fp8.m_padded), static_cast<long long>(fp8.n_padded));
 }
