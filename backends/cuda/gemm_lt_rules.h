@@ -71,17 +71,17 @@ constexpr uint32_t kLtReductionInplace = 1, kLtReductionComputeType = 2, kLtRedu
                    kLtReductionAll = 7;
 
 // CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK for a GEMM writing D of type d.
-// A 16-bit D: COMPUTE_TYPE only (fp32 partial sums), so the output is rounded
-// to 16 bits once, after the epilogue, as the op contract and the CPU
-// backend do. INPLACE and OUTPUT_TYPE round every partial sum to the 16-bit
-// type before the separate reduction step adds the partials, beta C and the
-// bias: the first H200 run (cuBLASLt 13.1, default mask) gave bf16 outputs
-// equal to round(round(alpha AB) + bias) and round(round(alpha AB) + beta C)
-// bit for bit (k = 19 and 64: one non-empty split), 5 to 6 ulps of the result
-// where the bias or beta C cancels the product, and GELU_BIAS/GELU_AUX_BIAS
-// pre-activations off by about an ulp of their partial sums (opcheck gemm
-// bf16/fp16 C cases, 1.1x to 11x of the bound). fp32 D: every scheme (an
-// fp32 partial is what COMPUTE_TYPE keeps anyway).
+// A 16-bit D: COMPUTE_TYPE only (fp32 partial sums). INPLACE and OUTPUT_TYPE
+// store every split-K partial sum in the 16-bit type ("stored in output
+// type") before the reduction step adds them, one more 16-bit rounding per
+// split. With this mask the second H200 run (cuBLASLt 13.1) passed gemm
+// 37x40x70 fp16 C, which the first run (default mask) failed. It does NOT
+// make the output one rounding: cuBLASLt's epilogue still rounds alpha AB to
+// D's type before it adds beta C and the bias, with or without split-K
+// (bf16 C = round(round(alpha AB) + bias) bit for bit on both runs, plans
+// with splitK 1 included); the opcheck bounds model that for CUDA
+// (opcheck/cases_gemm.cpp, product_rounding). fp32 D: every scheme (an fp32
+// partial is what COMPUTE_TYPE keeps anyway).
 inline uint32_t reduction_scheme_mask(DType d) {
   return dtype_size(d) < 4 ? kLtReductionComputeType : kLtReductionAll;
 }
