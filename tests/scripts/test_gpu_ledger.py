@@ -229,6 +229,32 @@ class SummaryAndAdd(TempDirTest):
                      "4. against PyTorch on this GPU: mpbench/PyTorch = 1.25x"):
             self.assertIn(said, text)
 
+    def test_a_later_phase_names_the_gpu_from_the_runner_s_manifest(self):
+        # A smoke phase has no nvidia-smi, torch-env or doctor step: the GPU, the runner's
+        # libraries and PyTorch's version come from what its steps wrote (the first smoke
+        # run, 2026-11-27, recorded "no GPU").
+        logs = os.path.join(self.tmp, "smoke")
+        os.makedirs(os.path.join(logs, "results", "gpu_smoke"))
+        with open(os.path.join(logs, "steps.tsv"), "w") as f:
+            f.write("gpu_smoke\tok\tok\t190\tsmoke/gpu_smoke.txt\n")
+        with open(os.path.join(logs, "results", "gpu_smoke", "manifest.json"), "w") as f:
+            json.dump({"device": {"kind": "cuda", "gpu": {"name": "NVIDIA H200"}},
+                       "libraries": {"cudnn": "9.19.0", "cublasLt": "13.1.0",
+                                     "header_vs_runtime": {"cudnn": {"header": "9.19.0", "runtime": "9.19.0"}},
+                                     "loaded": ["/opt/torch/lib/libcudnn.so.9"]}}, f)
+        with open(os.path.join(logs, "torch-precisions.txt"), "w") as f:
+            f.write("== torch-precisions\ntorch 2.11.0+cu130 on NVIDIA H200: BERT L12 H768 A12\n")
+        p = run_script("gpu_session_summary.py", "--phase", "smoke", "--steps", os.path.join(logs, "steps.tsv"),
+                       "--logs", logs, "--budget", "450", "--elapsed", "244", "--commit", "c0ffee",
+                       "--cuda-sources", H)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        record = json.loads(p.stdout.split("ledger-json: ", 1)[1])
+        self.assertEqual(record["gpu"], "NVIDIA H200")
+        self.assertEqual(record["cudnn"], "9.19.0")
+        self.assertEqual(record["torch"], "2.11.0+cu130")
+        self.assertEqual(record["loaded_libraries"], ["/opt/torch/lib/libcudnn.so.9"])
+        self.assertIn("headers vs loaded: cudnn 9.19.0 / 9.19.0", p.stdout)
+
     def test_the_kernel_path_or_a_plan_in_timed_steps_is_a_no(self):
         logs = self.planted_logs()
         path = os.path.join(logs, "results", "gpu_first_cell", "cells", "cell.json")

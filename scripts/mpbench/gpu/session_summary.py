@@ -75,7 +75,37 @@ def machine(logs):
         m["doctor"] = f"{gpu.get('status', '?')}: {gpu.get('finding', '')}"
     except (OSError, ValueError, StopIteration):
         pass
+    runner_manifest_fallback(logs, m)
     return m
+
+
+def runner_manifest_fallback(logs, m):
+    """Fills what a phase without the environment steps lacks (the GPU's name, the runner's
+    libraries, PyTorch's version) from the runner's manifest.json of a result it wrote and
+    from bench/torch_bert_gpu.py's first line ('torch VERSION on GPU: ...'). The driver is
+    not in either: only nvidia-smi says it."""
+    for path in sorted(glob.glob(os.path.join(logs, "results", "*", "manifest.json"))):
+        try:
+            with open(path) as f:
+                manifest = json.load(f)
+        except (OSError, ValueError):
+            continue
+        device = manifest.get("device") or {}
+        if not m["gpu"]:
+            m["gpu"] = (device.get("gpu") or {}).get("name") or ""
+        libs = dict(manifest.get("libraries") or {})
+        if not m["libraries"]:
+            m["header_vs_runtime"] = libs.pop("header_vs_runtime", {}) or {}
+            m["loaded_libraries"] = libs.pop("loaded", []) or []
+            m["libraries"] = {k: v for k, v in libs.items() if isinstance(v, str)}
+        if m["gpu"] and m["libraries"]:
+            break
+    if not m["torch"]:
+        for path in sorted(glob.glob(os.path.join(logs, "*.txt"))):
+            if mt := re.search(r"^torch (\S+) on (.+?): ", read_text(path), re.M):
+                m["torch"] = mt.group(1)
+                m["gpu"] = m["gpu"] or mt.group(2)
+                break
 
 
 def gtest_counts(text):
