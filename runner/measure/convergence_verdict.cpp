@@ -83,10 +83,6 @@ std::string sprintf_string(const char* format, double a, double b = 0.0, double 
   return buf;
 }
 
-}  // namespace
-
-namespace {
-
 // The stability counts of both sides, and the margin from the baseline's finite values.
 void count_and_margin(ConvergenceVerdict& v, const std::vector<SeedRun>& baseline, const std::vector<SeedRun>& cell,
                       const ConvergenceSettings& settings) {

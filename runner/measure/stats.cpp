@@ -141,7 +141,7 @@ OneSampleT one_sample_t(const std::vector<double>& d, double mu) {
   const double diff = r.mean - mu;
   if (r.se > 0.0) {
     r.t = diff / r.se;
-    r.p_greater = 1.0 - student_t_cdf(r.t, r.df);
+    r.p_greater = student_t_cdf(-r.t, r.df);  // = 1 - cdf(t), without the cancellation in its tail
     r.p_less = student_t_cdf(r.t, r.df);
   } else if (diff != 0.0) {  // no spread: the sign of the difference is certain
     r.t = diff > 0 ? INFINITY : -INFINITY;

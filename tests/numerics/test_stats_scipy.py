@@ -58,7 +58,16 @@ def make_cases():
             d = (rng.normal(shift, 0.1, n)).tolist()
             tests.append({"d": d, "mu": float(rng.normal(0, 0.05)), "delta": 0.05, "confidence": 0.9})
     tests.append({"d": [1.0, 1.5], "mu": 0.0, "delta": 2.0, "confidence": 0.95})
+    # Far upper tails: p_greater 7.5e-9 and 7e-139 (t 141 and 7e7 with 4 and
+    # 19 degrees of freedom), which 1 - cdf(t) loses to cancellation (1e-8
+    # relative, and 0); checked relative only (TAIL_CASES).
+    tests.append({"d": [5.0, 5.1, 4.9, 5.05, 4.95], "mu": 0.0, "delta": 0.05, "confidence": 0.9})
+    tests.append({"d": (1.0 + 1e-7 * np.linspace(-1, 1, 20)).tolist(), "mu": 0.0, "delta": 0.05,
+                  "confidence": 0.9})
     return {"cdf": cdf, "ppf": ppf, "tests": tests}
+
+
+TAIL_CASES = 2  # the last cases of make_cases()["tests"]: p_greater at rtol 1e-9, no atol
 
 
 def close(name, ours, ref, failures, rtol=RTOL):
@@ -88,8 +97,12 @@ def main():
         cell = base + d
         mu, delta = c["mu"], c["delta"]
         # ttest_rel(cell, base + mu) is the one-sample test of d against mu.
-        close(f"case {i} p_greater", ours["p_greater"],
-              stats.ttest_rel(cell, base + mu, alternative="greater").pvalue, failures)
+        ref_greater = stats.ttest_rel(cell, base + mu, alternative="greater").pvalue
+        if i >= len(cases["tests"]) - TAIL_CASES:  # on d itself: base + d - base moves a 1e-139 p by 1e-8
+            tail = stats.ttest_1samp(d, mu, alternative="greater").pvalue
+            if not np.isclose(ours["p_greater"], tail, rtol=RTOL, atol=0.0):
+                failures.append(f"case {i} far-tail p_greater: ours {ours['p_greater']!r}, scipy {tail!r}")
+        close(f"case {i} p_greater", ours["p_greater"], ref_greater, failures)
         close(f"case {i} p_less", ours["p_less"], stats.ttest_rel(cell, base + mu, alternative="less").pvalue, failures)
         close(f"case {i} t", ours["t"], stats.ttest_1samp(d, mu).statistic, failures)
         # TOST: H1 d > -delta and H1 d < +delta.
