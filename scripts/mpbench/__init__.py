@@ -9,6 +9,7 @@ One package, modules by job (docs/ARCHITECTURE.md has the map):
   reference/   the PyTorch reference run (torch_reference.py) and its checker (check_reference.py)
   gpu/         the GPU session ledger and its phase summaries
   ops_table    bench_ops's op table;  fuzz   the result-file fuzzer
+  tiny_experiment  a tiny CPU MLP experiment (YAML + runner call) for fixtures and tests
 
 The command-line scripts in scripts/ are thin entry points that put scripts/ on sys.path and call
 a module's main(); each module with a main() also runs as `python3 -m mpbench.X` from scripts/

@@ -30,7 +30,6 @@ import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +41,7 @@ from mpbench.compare import gate as compare  # noqa: E402
 import make_synthetic_results as synth  # noqa: E402
 from mpbench import SOURCE_DIR  # noqa: E402
 from mpbench.report import build as report  # noqa: E402
+from mpbench.tiny_experiment import run_on_cpu, write_mlp_experiment  # noqa: E402
 
 STRANGE_VALUES = (None, True, False, 0, -1, -1.5, 1e308, -1e308, 2 ** 70, float("nan"), float("inf"),
                   float("-inf"), "", "x", "1.5", [], [1, None], {}, {"a": 1})
@@ -162,30 +162,14 @@ def check_input(pristine, mutant, report_dir, with_report):
 
 
 # What --runner runs for a real set: small, every precision family, numerics sampled.
-REAL_EXPERIMENT = """name: fuzzreal
-steps: 12
-warmup_steps: 1
-repeats: 2
-batch_size: 32
-numerics_every: 2
-model: {hidden_layers: 2, width: 32}
-data: {input_dim: 16, eval_samples: 32}
-matrix:
-  precision: [fp32, amp_bf16, amp_fp16]
-  loss_scale: [none, dynamic]
-"""
+REAL_EXPERIMENT = dict(steps=12, warmup_steps=1, repeats=2, batch_size=32, numerics_every=2, width=32, input_dim=16,
+                       eval_samples=32, matrix=["precision: [fp32, amp_bf16, amp_fp16]", "loss_scale: [none, dynamic]"])
 
 
 def real_set(work, runner):
     """REAL_EXPERIMENT run by `runner` on the CPU (a few seconds); returns its result directory."""
-    path = os.path.join(work, "fuzzreal.yaml")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(REAL_EXPERIMENT)
-    proc = subprocess.run([runner, path, "--out", os.path.join(work, "real"), "--device", "cpu", "--quiet"],
-                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    if proc.returncode != 0:
-        raise RuntimeError(f"{runner} {path}: exit {proc.returncode}\n{proc.stderr}")
-    return os.path.join(work, "real", "fuzzreal")
+    path = write_mlp_experiment(work, "fuzzreal", **REAL_EXPERIMENT)
+    return run_on_cpu(runner, path, os.path.join(work, "real"), env=dict(os.environ, OMP_NUM_THREADS="1"))
 
 
 def pristine_sets(work, extra, runner=None):

@@ -1,5 +1,7 @@
 """What the Python end-to-end tests share: the runner under test and a small
-MLP experiment written to a YAML file.
+MLP experiment written to a YAML file (write_mlp_experiment, from
+scripts/mpbench/tiny_experiment.py, which the fuzzer and the script tests'
+convergence fixture use too).
 
 CTest sets MPB_RUNNER (the built runner) and MPB_SOURCE_DIR; run by hand from
 the repository root the defaults work after scripts/build.sh.
@@ -8,28 +10,15 @@ the repository root the defaults work after scripts/build.sh.
 import glob
 import json
 import os
+import sys
 
 RUNNER = os.environ.get("MPB_RUNNER", "build/runner")
 SOURCE_DIR = os.environ.get("MPB_SOURCE_DIR",
                             os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+if os.path.join(SOURCE_DIR, "scripts") not in sys.path:    # the tests' one entry point to scripts/mpbench
+    sys.path.insert(0, os.path.join(SOURCE_DIR, "scripts"))
 
-
-def write_mlp_experiment(directory, name, *, steps, warmup_steps, repeats, batch_size, width, input_dim,
-                         eval_samples, matrix, baseline=None):
-    """Writes DIRECTORY/NAME.yaml: a 2-hidden-layer MLP experiment without numerics
-    sampling; `matrix` (and `baseline`) are the YAML flow mappings' contents, e.g.
-    "fusion: [off, on]". Returns the file's path."""
-    text = (f"name: {name}\nsteps: {steps}\nwarmup_steps: {warmup_steps}\nrepeats: {repeats}\n"
-            f"batch_size: {batch_size}\nnumerics_every: 0\n"
-            f"model: {{hidden_layers: 2, width: {width}}}\n"
-            f"data: {{input_dim: {input_dim}, eval_samples: {eval_samples}}}\n"
-            f"matrix:\n  {matrix}\n")
-    if baseline:
-        text += f"baseline: {{{baseline}}}\n"
-    path = os.path.join(directory, name + ".yaml")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+from mpbench.tiny_experiment import write_mlp_experiment  # noqa: E402,F401  (re-exported to the tests)
 
 
 def expect_regressed(code, out, cells, fails, what):

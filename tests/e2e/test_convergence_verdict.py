@@ -24,34 +24,19 @@ import subprocess
 import sys
 import tempfile
 
-from e2e_helpers import RUNNER, cells_of, report
+from e2e_helpers import RUNNER, cells_of, report, write_mlp_experiment
 
-EXPERIMENT = """name: convergence_e2e
-seed: 7
-steps: 60
-warmup_steps: 2
-repeats: 4
-batch_size: 32
-eval_every: 10
-numerics_every: 0
-model: {hidden_layers: 2, width: 32}
-data: {input_dim: 16, eval_samples: 256}
-optimizer: {lr: 0.01}
-matrix:
-  fusion: [off, on]
-include:
-  - {fusion: off, optimizer.lr: 0.0001}
-baseline: {fusion: off, optimizer.lr: 0.01}
-"""
+EXPERIMENT = dict(steps=60, warmup_steps=2, repeats=4, batch_size=32, width=32, input_dim=16, eval_samples=256,
+                  matrix="fusion: [off, on]", baseline="fusion: off, optimizer.lr: 0.01",
+                  extra="seed: 7\neval_every: 10\noptimizer: {lr: 0.01}\n"
+                        "include:\n  - {fusion: off, optimizer.lr: 0.0001}\n")
 SAME, PLANTED, BASE = "fusion=on", "fusion=off,optimizer.lr=1e-4", "fusion=off"
 
 
 def main():
     fails = []
     with tempfile.TemporaryDirectory() as tmp:
-        yaml_path = os.path.join(tmp, "convergence_e2e.yaml")
-        with open(yaml_path, "w") as f:
-            f.write(EXPERIMENT)
+        yaml_path = write_mlp_experiment(tmp, "convergence_e2e", **EXPERIMENT)
         parent = os.path.join(tmp, "out")
         proc = subprocess.run([RUNNER, yaml_path, "--device", "cpu", "--out", parent], capture_output=True, text=True,
                               timeout=300)

@@ -10,22 +10,14 @@ run the runner only once per test file.
 
 import os
 import shutil
-import subprocess
 import tempfile
 
-EXPERIMENT = """name: conv_fixture
-steps: 40
-warmup_steps: 2
-repeats: 3
-batch_size: 16
-numerics_every: 0
-model: {hidden_layers: 2, width: 32}
-data: {input_dim: 16, eval_samples: 64}
-matrix:
-  fusion: [off, on]
-  optimizer.lr: [0.001, 0.0001]
-baseline: {fusion: off, optimizer.lr: 0.001}
-"""
+import script_test_helpers  # noqa: F401  (puts scripts/ on sys.path)
+from mpbench.tiny_experiment import run_on_cpu, write_mlp_experiment  # noqa: E402
+
+EXPERIMENT = dict(steps=40, warmup_steps=2, repeats=3, batch_size=16, width=32, input_dim=16, eval_samples=64,
+                  matrix=["fusion: [off, on]", "optimizer.lr: [0.001, 0.0001]"],
+                  baseline="fusion: off, optimizer.lr: 0.001")
 BASELINE = "fusion=off,optimizer.lr=0.001"
 SAME = "fusion=on,optimizer.lr=0.001"          # fused: the same training to rounding
 PLANTED = "fusion=off,optimizer.lr=1e-4"       # the planted learning-rate change
@@ -45,14 +37,8 @@ def runner_result_set():
         root = tempfile.mkdtemp(prefix="mpb-conv-fixture-")
         import atexit
         atexit.register(shutil.rmtree, root, True)
-        yaml_path = os.path.join(root, "conv_fixture.yaml")
-        with open(yaml_path, "w") as f:
-            f.write(EXPERIMENT)
-        proc = subprocess.run([runner_path(), yaml_path, "--device", "cpu", "--out", root, "--quiet"],
-                              capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0:
-            raise RuntimeError(f"runner exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
-        _made["dir"] = os.path.join(root, "conv_fixture")
+        yaml_path = write_mlp_experiment(root, "conv_fixture", **EXPERIMENT)
+        _made["dir"] = run_on_cpu(runner_path(), yaml_path, root)
     return _made["dir"]
 
 
