@@ -36,12 +36,12 @@ def write_mlp_experiment(directory, name, **kwargs):
     return path
 
 
-def run_on_cpu(runner, yaml_path, out, *, env=None, timeout=300):
-    """Runs `runner YAML --device cpu --out OUT --quiet`; returns the result directory
+def run_on_cpu(runner, yaml_path, out, *, args=(), env=None, timeout=300):
+    """Runs `runner YAML --device cpu --out OUT --quiet [ARGS]`; returns the result directory
     OUT/<name> (the YAML file's stem, as write_mlp_experiment names it). A non-zero
     exit raises RuntimeError with the runner's output: a fixture that failed to
     build must stop the caller, not hand it an empty directory."""
-    proc = subprocess.run([runner, yaml_path, "--device", "cpu", "--out", out, "--quiet"],
+    proc = subprocess.run([runner, yaml_path, "--device", "cpu", "--out", out, "--quiet", *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"{runner} {yaml_path}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")

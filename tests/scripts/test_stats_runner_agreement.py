@@ -18,9 +18,7 @@ few ulp from libm's log/exp against numpy's: so lo and hi at rtol 1e-7, and Welc
 by 1e-3 or more.
 """
 
-import glob
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -29,33 +27,22 @@ from script_test_helpers import SOURCE_DIR  # noqa: F401  (puts scripts/ on sys.
 
 from mpbench import results as mr  # noqa: E402
 from mpbench.stats import speedup_interval  # noqa: E402
+from mpbench.tiny_experiment import run_on_cpu, write_mlp_experiment  # noqa: E402
 
 RUNNER = os.environ.get("MPB_RUNNER", os.path.join(SOURCE_DIR, "build", "runner"))
 LO_HI_RTOL = 1e-7
 DF_RTOL = 1e-12
 
-EXPERIMENT = """name: stats_agreement
-steps: 16
-warmup_steps: 2
-repeats: {repeats}
-batch_size: 32
-numerics_every: 0
-model: {{hidden_layers: 2, width: 32}}
-data: {{input_dim: 16, eval_samples: 32}}
-matrix:
-  fusion: [off, on]
-"""
+# Two cells, a few seconds; `repeats` and the order vary per set.
+EXPERIMENT = dict(steps=16, warmup_steps=2, batch_size=32, width=32, input_dim=16, eval_samples=32,
+                  matrix="fusion: [off, on]")
 
 
 def run_set(tmp, name, repeats, order):
-    path = os.path.join(tmp, name + ".yaml")
-    with open(path, "w") as f:
-        f.write(EXPERIMENT.format(repeats=repeats))
     out = os.path.join(tmp, name)
-    subprocess.run([RUNNER, path, "--device", "cpu", "--out", out, "--quiet", "--order", order],
-                   check=True, capture_output=True, text=True)
-    return mr.load_results(os.path.dirname(glob.glob(os.path.join(out, "**", "manifest.json"),
-                                                     recursive=True)[0]))
+    os.mkdir(out)
+    path = write_mlp_experiment(out, "stats_agreement", repeats=repeats, **EXPERIMENT)
+    return mr.load_results(run_on_cpu(RUNNER, path, out, args=["--order", order]))
 
 
 class RunnerAgreement(unittest.TestCase):

@@ -34,22 +34,11 @@ SOURCE_DIR = os.environ.get("MPB_SOURCE_DIR", os.path.dirname(os.path.dirname(HE
 RUNNER = os.path.abspath(os.environ.get("MPB_RUNNER", os.path.join(SOURCE_DIR, "build", "runner")))
 CLUSTER = os.path.join(HERE, "local_cluster.sh")
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from e2e_helpers import cells_of  # noqa: E402  (the e2e tests' reader of a result directory)
+from e2e_helpers import cells_of, write_mlp_experiment  # noqa: E402  (the e2e tests' result reader, experiment writer)
 DEADLINE = time.time() + float(os.environ.get("MPB_SLURM_DEADLINE", "170"))
 NAME = "slurm_tiny"
-EXPERIMENT = f"""name: {NAME}
-device: cpu
-steps: 40
-warmup_steps: 2
-repeats: 2
-batch_size: 32
-numerics_every: 0
-model: {{hidden_layers: 2, width: 32}}
-data: {{input_dim: 16, eval_samples: 64}}
-matrix:
-  precision: [fp32, amp_bf16]
-  model.width: [16, 32, 64]
-"""
+EXPERIMENT = dict(steps=40, warmup_steps=2, repeats=2, batch_size=32, width=32, input_dim=16, eval_samples=64,
+                  matrix=["precision: [fp32, amp_bf16]", "model.width: [16, 32, 64]"], extra="device: cpu\n")
 
 
 class Terminated(Exception):
@@ -96,9 +85,7 @@ def finished_repeats(shard_dir):
 
 
 def check(tmp, env, fails):
-    exp = os.path.join(tmp, NAME + ".yaml")
-    with open(exp, "w") as f:
-        f.write(EXPERIMENT)
+    exp = write_mlp_experiment(tmp, NAME, **EXPERIMENT)
     sh([RUNNER, exp, "--out", os.path.join(tmp, "ref"), "--quiet"], env)
     ref = cells_of(os.path.join(tmp, "ref", NAME))
 
