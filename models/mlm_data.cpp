@@ -152,7 +152,11 @@ MlmData MlmData::from_text(const std::string& path, uint64_t seed, const MlmOpti
     };
     encode(split.train, d.train_ids_);
     encode(split.held_out, d.eval_ids_);
-    d.tokenizer_hash_ = tok.hash();
+    d.tokenizer_.model_hash = tok.model_hash();
+    d.tokenizer_.corpus_hash = hex64(fnv1a64(text));
+    d.tokenizer_.cache_key = tok.hash();
+    d.tokenizer_.pieces = tok.pieces();
+    d.tokenizer_.vocab = tok.pieces() + kSpecials;
     tokens_desc = "SentencePiece unigram, " + std::to_string(tokenizer.pieces) + " pieces + 4 specials, model " +
                   tok.model_path() + (tok.from_cache() ? " (cached)" : " (trained)");
   } else {

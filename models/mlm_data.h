@@ -49,6 +49,18 @@ struct TextTokenizer {
   std::string cache_dir;    // SentencePiece: where models are cached (tokenizer_cache_dir())
 };
 
+// What a text corpus's SentencePiece tokenizer was: an output of preparing
+// the data (like a library's version), recorded in results beside the cell's
+// configuration and outside its config_hash. Hashes are 16 hex digits.
+struct TokenizerFacts {
+  std::string kind = "sentencepiece";
+  std::string model_hash;   // FNV-1a of the trained model's bytes
+  std::string corpus_hash;  // FNV-1a of the corpus file's bytes
+  std::string cache_key;    // SubwordTokenizer::cache_key: options + training documents
+  int pieces = 0;           // the model's pieces
+  int vocab = 0;            // pieces + MlmData::kSpecials (BERT's embedding rows before padding)
+};
+
 struct MlmOptions {
   int seq_len = 128;
   double mask_prob = 0.15;
@@ -93,7 +105,11 @@ class MlmData final : public Dataset {
   int vocab_size() const { return kSpecials + tokens_; }  // BertConfig.vocab
   const std::string& describe() const { return desc_; }
   // data.kind text with SentencePiece: the tokenizer's cache key (16 hex digits); else "".
-  const std::string& tokenizer_hash() const { return tokenizer_hash_; }
+  const std::string& tokenizer_hash() const { return tokenizer_.cache_key; }
+  // data.kind text with SentencePiece: the tokenizer's facts; else nullopt.
+  std::optional<TokenizerFacts> tokenizer() const {
+    return tokenizer_.model_hash.empty() ? std::nullopt : std::optional<TokenizerFacts>(tokenizer_);
+  }
 
  private:
   MlmData(uint64_t seed, int tokens, const MlmOptions& options);
@@ -112,7 +128,7 @@ class MlmData final : public Dataset {
   std::vector<int32_t> succ_;             // [tokens, kSuccessors] likely successors
   // text: content ids (kSpecials + token) of the training and held-out documents, each part concatenated
   std::vector<int32_t> train_ids_, eval_ids_;
-  std::string tokenizer_hash_;
+  TokenizerFacts tokenizer_;  // model_hash empty: no SentencePiece tokenizer
 };
 
 }  // namespace mpb

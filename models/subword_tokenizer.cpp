@@ -127,6 +127,7 @@ SubwordTokenizer SubwordTokenizer::train_or_load(const std::vector<std::string>&
     std::filesystem::rename(tmp, t.path_, ec);
     if (ec) throw std::runtime_error("tokenizer cache: cannot rename '" + tmp + "' to '" + t.path_ + "': " + ec.message());
   }
+  t.model_hash_ = hex64(fnv1a64(proto));
   const auto status = t.sp_->LoadFromSerializedProto(proto);
   if (!status.ok()) throw std::runtime_error("tokenizer '" + t.path_ + "' does not load: " + status.ToString());
   if (t.sp_->GetPieceSize() != pieces) {

@@ -45,14 +45,17 @@ class SubwordTokenizer {
 
   std::vector<int32_t> encode(const std::string& text) const;  // piece ids in [0, pieces())
   int pieces() const;
-  const std::string& hash() const { return hash_; }
+  const std::string& hash() const { return hash_; }  // the cache key
+  // FNV-1a of the trained model's serialized bytes (16 hex digits): what a
+  // result records, so two results can be told to share one tokenizer.
+  const std::string& model_hash() const { return model_hash_; }
   const std::string& model_path() const { return path_; }
   bool from_cache() const { return from_cache_; }  // false: trained by this call
 
  private:
   SubwordTokenizer();
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
-  std::string hash_, path_;
+  std::string hash_, model_hash_, path_;
   bool from_cache_ = false;
 };
 

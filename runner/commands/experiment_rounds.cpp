@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 
 #include "config/schema.h"
 #include "runner/commands/experiment_run.h"
@@ -17,6 +18,7 @@
 #include "runner/measure/ceiling.h"
 #include "runner/measure/memory_triple.h"
 #include "runner/measure/stats.h"
+#include "runner/results/data_facts.h"
 #include "runner/results/hung_cell.h"
 #include "runner/results/manifest.h"
 #include "runner/results/results.h"
@@ -188,6 +190,7 @@ nlohmann::json ExperimentRun::train_repeat(const RunUnit& unit, size_t ri) {
   }, train_opt);
   if (tty_ && !opt_.quiet) std::fprintf(stderr, "\n");
   nlohmann::json rep = repeat_result_json(r, cfg.seed + r, rec, cfg);
+  if (nlohmann::json facts = data_facts_json(*data); !facts.empty()) rep["data"] = std::move(facts);
   add_repeat_measurements(rep, *dev, rec, cfg, window, energy_why, rss_caveat);
   return rep;
 }

@@ -190,6 +190,9 @@ nlohmann::json cell_identity_json(const CellContext& ctx, const std::vector<nloh
   j["is_baseline"] = cell.is_baseline;
   j["config"] = cell_config_to_json(cfg);
   j["config_hash"] = config_hash(j["config"]);
+  // What preparing the data produced (runner/results/data_facts.h): the same
+  // in every repeat, as the tokenizer is trained on the corpus, not the seed.
+  if (!repeats.empty() && repeats.front().contains("data")) j["data"] = repeats.front().at("data");
   j["device"] = {{"kind", ctx.device->kind}, {"name", ctx.device->name}, {"emulated", {{"gemm", ctx.gemm_support}}}};
   const PrecisionPolicy& p = ctx.policy;
   j["precision"] = {{"name", p.name}, {"params", dtype_name(p.param)}, {"compute", dtype_name(p.compute)},

@@ -2,12 +2,14 @@
 // structure (specials, padding, attention mask), a held-out set independent
 // of the run seed, a learnable synthetic corpus, and byte-level text.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -339,6 +341,57 @@ TEST(MlmData, TextMustBeNonEmptyUtf8) {
     }
     std::remove(path.c_str());
   }
+}
+
+}  // namespace
+}  // namespace mpb
+
+namespace mpb {
+namespace {
+
+// The facts a text cell's JSON records about its tokenizer (issue 31 §2,
+// runner/results/data_facts.h): the same corpus trained twice, each time in
+// an EMPTY cache so SentencePiece really trains again, gives the same model
+// bytes (one thread, unshuffled: subword_tokenizer.cpp); another corpus gives
+// another model, corpus hash and cache key. The model hash is checked against
+// the cached file's bytes, hashed here.
+TEST(MlmData, SentencePieceTokenizerFactsFollowTheCorpus) {
+  const std::string base = ::testing::TempDir() + "mpb_mlm_facts_" + std::to_string(::getpid());
+  MlmOptions o;
+  o.seq_len = 24;
+  const int pieces = 100;
+  auto facts = [&](const std::string& text, const std::string& cache) {
+    const std::string path = write_temp_text("mlm_facts.txt", text);
+    const MlmData d = MlmData::from_text(path, 1, o, {TextTokenizer::Kind::SentencePiece, pieces, base + cache});
+    std::remove(path.c_str());
+    EXPECT_TRUE(d.tokenizer().has_value());
+    return d.tokenizer().value_or(TokenizerFacts{});
+  };
+  const std::string text = text_test::join_form_feed(text_test::documents(80, 6, 31));
+  const TokenizerFacts a = facts(text, "/a"), again = facts(text, "/b");
+  EXPECT_EQ(a.kind, "sentencepiece");
+  EXPECT_EQ(a.pieces, pieces);
+  EXPECT_EQ(a.vocab, pieces + MlmData::kSpecials);
+  EXPECT_EQ(a.corpus_hash, hex64(fnv1a64(text)));
+  std::ifstream model(base + "/a/sp-" + a.cache_key + ".model", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(model)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_EQ(a.model_hash, hex64(fnv1a64(bytes)));
+  EXPECT_EQ(again.model_hash, a.model_hash);
+  EXPECT_EQ(again.corpus_hash, a.corpus_hash);
+  EXPECT_EQ(again.cache_key, a.cache_key);
+
+  const TokenizerFacts changed = facts(text_test::join_form_feed(text_test::documents(80, 6, 32)), "/c");
+  EXPECT_NE(changed.model_hash, a.model_hash);
+  EXPECT_NE(changed.corpus_hash, a.corpus_hash);
+  EXPECT_NE(changed.cache_key, a.cache_key);
+
+  // Byte-level text and the Markov corpus have no tokenizer to record.
+  const std::string path = write_temp_text("mlm_facts_bytes.txt", text);
+  EXPECT_FALSE(MlmData::from_text(path, 1, o).tokenizer().has_value());
+  std::remove(path.c_str());
+  EXPECT_FALSE(MlmData::synthetic(1, 50, o).tokenizer().has_value());
+  std::filesystem::remove_all(base);
 }
 
 }  // namespace
