@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_device.h"
 #include "config/schema.h"
 #include "opcheck/host.h"
+#include "tests/train/train_test_helpers.h"
 #include "train/cell_factory.h"
 #include "train/trainer.h"
 
@@ -32,15 +33,9 @@ using opcheck::put;
 
 CellConfig cell(bool bert, const std::string& precision, bool fused, int accumulation) {
   CellConfig c;
-  set_precision(c, precision);
-  if (precision == "amp_fp16") c.loss_scale.mode = LossScaleMode::Dynamic;
-  c.fused = fused;
-  c.accumulation = accumulation;
+  train_test::take_every_step_path(c, precision, fused, accumulation);
   c.steps = 8;
   c.warmup_steps = 2;
-  c.numerics_every = 3;
-  c.eval_every = 2;
-  c.inject_nonfinite = {5};
   if (bert) {
     c.model.kind = ModelKind::Bert;
     c.model.size = "tiny";
@@ -60,6 +55,12 @@ CellConfig cell(bool bert, const std::string& precision, bool fused, int accumul
   return c;
 }
 
+// The cell trained on a fresh CUDA device (its counters see this run alone).
+RunRecord run_on_cuda(const CellConfig& c) {
+  auto dev = make_cuda_device();
+  return train_test::train_cell(*dev, c);
+}
+
 TEST(CudaStepCounters, WarmedUpStepsAllocateNothingBuildNoPlanAndSyncOnlyWhereMeant) {
   if (auto reason = cuda_unavailable_reason()) GTEST_SKIP() << *reason;
   for (bool bert : {false, true})
@@ -69,10 +70,7 @@ TEST(CudaStepCounters, WarmedUpStepsAllocateNothingBuildNoPlanAndSyncOnlyWhereMe
           const CellConfig c = cell(bert, precision, fused, accumulation);
           SCOPED_TRACE(std::string(bert ? "bert " : "mlp ") + precision + (fused ? " fused" : " unfused") +
                        " accumulation " + std::to_string(accumulation));
-          auto dev = make_cuda_device();
-          auto model = build_model(*dev, c, 7);
-          auto data = build_dataset(c, 7);
-          const RunRecord r = train(*dev, *model, *data, c);
+          const RunRecord r = run_on_cuda(c);
           for (int s = 0; s < c.steps; ++s) {
             EXPECT_EQ(r.allocs[s], 0) << "step " << s + 1;
             EXPECT_EQ(r.plans_created[s], 0) << "step " << s + 1;
@@ -92,10 +90,7 @@ TEST(CudaStepCounters, LambStepsAllocateNothingAndAddNoSync) {
       CellConfig c = cell(true, precision, fused, 2);
       c.optimizer.kind = OptimizerKind::Lamb;
       SCOPED_TRACE(std::string("bert lamb ") + precision + (fused ? " fused" : " unfused"));
-      auto dev = make_cuda_device();
-      auto model = build_model(*dev, c, 7);
-      auto data = build_dataset(c, 7);
-      const RunRecord r = train(*dev, *model, *data, c);
+      const RunRecord r = run_on_cuda(c);
       for (int s = 0; s < c.steps; ++s) {
         EXPECT_EQ(r.allocs[s], 0) << "step " << s + 1;
         if (!r.probed[s]) {

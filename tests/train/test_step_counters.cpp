@@ -13,6 +13,7 @@
 #include "train/cell_factory.h"
 #include "train/trainer.h"
 #include "tests/models/model_test_helpers.h"
+#include "tests/train/train_test_helpers.h"
 
 namespace mpb {
 namespace {
@@ -23,13 +24,7 @@ namespace {
 CellConfig mlp_cell(const std::string& precision, bool fused, int accumulation) {
   CellConfig c = model_test::mlp_cell({/*hidden_layers=*/2, /*width=*/64, /*input_dim=*/32, /*classes=*/8,
                                        /*batch_size=*/64, /*steps=*/8, /*warmup_steps=*/2, /*eval_samples=*/100});
-  set_precision(c, precision);
-  if (precision == "amp_fp16") c.loss_scale.mode = LossScaleMode::Dynamic;
-  c.fused = fused;
-  c.accumulation = accumulation;
-  c.numerics_every = 3;
-  c.eval_every = 2;
-  c.inject_nonfinite = {5};
+  train_test::take_every_step_path(c, precision, fused, accumulation);
   return c;
 }
 
@@ -44,9 +39,7 @@ CellConfig bert_cell(const std::string& precision, bool fused, CheckpointPolicy 
 
 RunRecord run(const CellConfig& c) {
   auto dev = make_cpu_device();
-  auto model = build_model(*dev, c, 7);
-  auto data = build_dataset(c, 7);
-  return train(*dev, *model, *data, c);
+  return train_test::train_cell(*dev, c);
 }
 
 std::string name(const CellConfig& c) {
