@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 
-import script_test_helpers  # noqa: F401  (puts scripts/ on sys.path)
+from script_test_helpers import TempDirTest  # (also puts scripts/ on sys.path)
 from mpbench.tiny_experiment import run_on_cpu, write_mlp_experiment  # noqa: E402
 
 EXPERIMENT = dict(steps=40, warmup_steps=2, repeats=3, batch_size=16, width=32, input_dim=16, eval_samples=64,
@@ -46,3 +46,16 @@ def copy_set(dest):
     """A copy of the fixture's result set at `dest` (to hand-edit); returns dest."""
     shutil.copytree(runner_result_set(), dest)
     return dest
+
+
+class FixtureTest(TempDirTest):
+    """A test case over copies of the fixture's set (self.copy(name)); skipped, saying why,
+    where no runner was built."""
+
+    def setUp(self):
+        super().setUp()
+        if not runner_path():
+            self.skipTest("MPB_RUNNER not set (CTest sets it to the built runner)")
+
+    def copy(self, name):
+        return copy_set(os.path.join(self.tmp, name))

@@ -10,7 +10,7 @@ import json
 import os
 import unittest
 
-from script_test_helpers import TempDirTest, edit_cell, edit_json, run_script
+from script_test_helpers import edit_cell, edit_json, run_script
 import convergence_fixture as fx
 
 
@@ -20,13 +20,11 @@ def set_verdict(verdict):
     return edit
 
 
-class CompareConvergence(TempDirTest):
+class CompareConvergence(fx.FixtureTest):
     def setUp(self):
         super().setUp()
-        if not fx.runner_path():
-            self.skipTest("MPB_RUNNER not set (CTest sets it to the built runner)")
-        self.base = fx.copy_set(os.path.join(self.tmp, "base"))
-        self.new = fx.copy_set(os.path.join(self.tmp, "new"))
+        self.base = self.copy("base")
+        self.new = self.copy("new")
         self.json = os.path.join(self.tmp, "cmp.json")
 
     def compare(self):

@@ -8,7 +8,7 @@ import os
 import re
 import unittest
 
-from script_test_helpers import TempDirTest, edit_json, run_script
+from script_test_helpers import edit_json, run_script
 import convergence_fixture as fx
 
 
@@ -18,12 +18,10 @@ def section(text, start, end):
     return text[a:text.index(end, a)]
 
 
-class ConvergenceReport(TempDirTest):
+class ConvergenceReport(fx.FixtureTest):
     def setUp(self):
         super().setUp()
-        if not fx.runner_path():
-            self.skipTest("MPB_RUNNER not set (CTest sets it to the built runner)")
-        self.rs = fx.copy_set(os.path.join(self.tmp, "set"))
+        self.rs = self.copy("set")
 
     def report(self):
         proc = run_script("report.py", self.rs)
