@@ -31,11 +31,25 @@ std::string corpus_path() {
   return "/usr/local/share/mpbench/python-docs.txt";
 }
 
-// DISABLED: not met yet. Measured here (2 shared cores, heavily loaded by
-// other builds): after 40 steps (batch 16, T 32, 1,024 pieces, lr 3e-3) the
-// held-out loss was 5.898 nats against a unigram entropy of 5.783 nats over
-// 159,190 held-out tokens, 0.115 nats short, in 250 s; 120 steps at batch 32
-// and T 64 took 400 s. Run it with --gtest_also_run_disabled_tests.
+// DISABLED: the bar (held-out loss at least kMargin = 0.3 nats below the
+// unigram entropy, in about 60 s of CPU) is not met. Every setting tried
+// stalls near the unigram plateau within that budget. Measured on 2 shared
+// cores ("AMD EPYC"; wall times inflated by other people's builds and tests
+// running at the same time), AdamW, T 32 unless said, held-out loss vs
+// entropy (below it by):
+//   40 steps, batch 16, 1,024 pieces, lr 3e-3, warm-up 5: 5.898 vs 5.783 (-0.115), 250 s
+//   60 steps, batch 16, T 64, 2,000 pieces, lr 2e-3, warm-up 5: 6.371 vs 6.173 (-0.199), 53 s
+//   80 steps, batch 32, 252 pieces, lr 2e-3, warm-up 10: 4.881 vs 4.766 (-0.115), 108 s
+//   150 steps, batch 32, 1,024 pieces, lr 1e-3, warm-up 10: 5.744 vs 5.783 (0.039), 126 s
+//   250 steps, batch 16, 1,024 pieces, lr 5e-3, warm-up 25: 5.724 vs 5.783 (0.059), 185 s
+//   400 steps, batch 8, 1,024 pieces, lr 1e-3, warm-up 20: 5.729 vs 5.783 (0.054), 113 s; again
+//     224 s, bit for bit the same loss, under a load of 5 (the settings below)
+// The 0.04-0.06 margins are within the held-out loss's own noise: 128
+// samples hold about 550 masked tokens, whose per-token loss spreads by a
+// few nats, so the mean's standard error is near 0.1 nats (an estimate,
+// not measured). A 2,000-piece vocabulary did not reach the bar sooner (its
+// entropy is higher too), nor did 252 pieces in 80 steps.
+// Run it with --gtest_also_run_disabled_tests.
 TEST(TextSanity, DISABLED_BertMiniBeatsTheUnigramEntropyOfHeldOutTokens) {
   const std::string path = corpus_path();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing: run scripts/install_deps.sh";
@@ -55,13 +69,13 @@ TEST(TextSanity, DISABLED_BertMiniBeatsTheUnigramEntropyOfHeldOutTokens) {
   c.data.tokenizer = TextTokenizerKind::SentencePiece;
   c.data.vocab = 1028;  // 1024 pieces + 4 specials
   c.data.eval_samples = 128;
-  c.batch_size = 16;
-  c.steps = 40;
+  c.batch_size = 8;
+  c.steps = 400;
   c.warmup_steps = 0;
   c.numerics_every = 0;
   c.optimizer.kind = OptimizerKind::AdamW;
-  c.optimizer.lr = 3e-3;
-  c.optimizer.warmup = 5;
+  c.optimizer.lr = 1e-3;  // AdamW's best at small batches (docs/CONFIG.md, large_batch); 3e-3 stalls there
+  c.optimizer.warmup = 20;
   auto dev = make_cpu_device();
   auto model = build_model(*dev, c, 1);
   auto data = build_dataset(c, 1);
@@ -86,7 +100,9 @@ TEST(TextSanity, DISABLED_BertMiniBeatsTheUnigramEntropyOfHeldOutTokens) {
               "below it by %.3f nats (%.1f%%)\n",
               held_out_loss, c.steps, static_cast<long long>(n), entropy, entropy - held_out_loss,
               100.0 * (entropy - held_out_loss) / entropy);
-  EXPECT_LT(held_out_loss, entropy);
+  // "Clearly" below: a margin of three standard errors of the held-out loss (above).
+  constexpr double kMargin = 0.3;
+  EXPECT_LT(held_out_loss, entropy - kMargin);
   std::filesystem::remove_all(cache);
   if (saved) ::setenv("XDG_CACHE_HOME", saved_value.c_str(), 1);
   else ::unsetenv("XDG_CACHE_HOME");
