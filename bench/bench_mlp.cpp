@@ -81,7 +81,7 @@ void BM_MlpBf16VsFp32(benchmark::State& state, bool fused) {
   state.counters["bf16_ms"] = *std::min_element(t16.begin(), t16.end());
   state.counters["speedup"] = state.counters["fp32_ms"] / state.counters["bf16_ms"];
   state.counters["median_speedup"] = median(t32) / median(t16);
-  state.counters["bf16_native"] = dev->gemm_support(GemmCompute::BF16) == "native" ? 1 : 0;
+  state.counters["bf16_native"] = dev->supports(Feature::GemmBf16).level == SupportLevel::Native ? 1 : 0;
 }
 BENCHMARK_CAPTURE(BM_MlpBf16VsFp32, unfused, false)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MlpBf16VsFp32, fused, true)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -241,7 +241,7 @@ struct ExponentHistogram {
 };
 
 struct DeviceInfo {
-  std::string kind;  // "cpu" | "cuda"
+  DeviceKind kind = DeviceKind::Cpu;  // written out as device_kind_name(kind): "cpu" | "cuda"
   std::string name;  // CPU model or GPU name
   int cores = 0;     // CPU threads used / GPU SMs
   // For CUDA: compute capability, memory, runtime/driver/library versions.
@@ -291,7 +291,7 @@ class Device {
   void note_gemm_fallback(const std::string& epilogue) { ++counters_.gemm_fallbacks[epilogue]; }
   // A backend whose attention_*_impl ran a library implementation names it
   // here (once per call); a call it does not name is counted as
-  // "<info().kind>_kernel", the backend's own kernel (counters().attention_impls).
+  // "<device_kind_name(info().kind)>_kernel", the backend's own kernel (counters().attention_impls).
   void note_attention_impl(const std::string& impl) {
     ++counters_.attention_impls[impl];
     ++attention_impl_notes_;

@@ -162,7 +162,7 @@ void Device::gemm(const GemmArgs& args) {
   }
   if (!supports(gemm_feature(args.compute)).runs())
     throw DeviceError(std::string("gemm: ") + gemm_compute_name(args.compute) + " is not supported on this " +
-                      info().kind + " device");
+                      device_kind_name(info().kind) + " device");
   gemm_impl(args);
 }
 

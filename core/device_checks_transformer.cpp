@@ -309,7 +309,8 @@ void Device::attention_backward(const Tensor& dq, const Tensor& dk, const Tensor
 }
 
 void Device::count_attention_impl(int64_t notes_before) {
-  if (attention_impl_notes_ == notes_before) note_attention_impl(info().kind + "_kernel");
+  if (attention_impl_notes_ == notes_before)
+    note_attention_impl(std::string(device_kind_name(info().kind)) + "_kernel");
 }
 
 void Device::embedding_forward(const Tensor& out, const Tensor& table, const Tensor& ids) {

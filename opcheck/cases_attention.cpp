@@ -219,7 +219,7 @@ class Attention : public Instance {
     dev.attention_forward(out, lse, q, k, v, kv, static_cast<float>(p_.scale), mask_, drop_);
     // What the device under test ran; run_case runs the CPU reference after
     // it, which must not clear the flags check_vs_cpu reads.
-    const bool under_test = dev.info().kind != "cpu";
+    const bool under_test = dev.info().kind != DeviceKind::Cpu;
     if (under_test) sdpa_fwd_ = sdpa_calls(dev) > sdpa;
     o.add("out", dev, out), o.add("lse", dev, lse);
     if (mode_ == Mode::Forward) return o;
@@ -349,7 +349,7 @@ class Attention : public Instance {
     DeviceBuffer kv = put(dev, ints(p_.kv, Shape{p_.B, p_.T}));
     DeviceBuffer out = put(dev, filled(t_, Shape{N, C}, NAN)), lse = put(dev, filled(DType::F32, ls, NAN));
     DeviceBuffer dqkv = put(dev, filled(t_, Shape{N, 3 * C}, NAN));
-    const bool under_test = dev.info().kind != "cpu";
+    const bool under_test = dev.info().kind != DeviceKind::Cpu;
     const int64_t calls0 = sdpa_calls(dev);
     dev.attention_forward_packed(out, lse, qkv, kv, scale, mask_, drop_);
     const int64_t calls1 = sdpa_calls(dev);

@@ -169,9 +169,9 @@ bool same_bits(const Outputs& a, const Outputs& b, std::string* where) {
 
 OpResult run_case(const OpCase& c, Device& dev, Device* cpu_reference) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string kind = dev.info().kind;
-  OpResult r = header(c, kind);
-  Check chk(r, kind == "cuda");
+  const DeviceKind kind = dev.info().kind;
+  OpResult r = header(c, device_kind_name(kind));
+  Check chk(r, kind == DeviceKind::Cuda);
   try {
     std::unique_ptr<Instance> inst = c.make();
     const Outputs got = inst->run(dev);
@@ -180,7 +180,7 @@ OpResult run_case(const OpCase& c, Device& dev, Device* cpu_reference) {
       if (!same_bits(inst->run(dev), got, &where)) chk.fail("a second run gave other bits (not deterministic): " + where);
     }
     inst->check(chk, dev, got);
-    if (cpu_reference != nullptr && cpu_reference != &dev && kind != "cpu") {
+    if (cpu_reference != nullptr && cpu_reference != &dev && kind != DeviceKind::Cpu) {
       const Outputs cpu = inst->run(*cpu_reference);
       r.vs_cpu = true;
       r.bitwise_promised = c.bitwise_vs_cpu;

@@ -84,16 +84,16 @@ std::unique_ptr<Model> build_model(Device& dev, const CellConfig& cfg, uint64_t 
   PrecisionPolicy policy = cfg.policy;
   if (policy.fp8) {
     // Before anything is allocated: a GPU without FP8 tensor cores says so
-    // here, naming its compute capability (CudaDevice::fp8_gemm_support).
-    const std::string support = dev.fp8_gemm_support();
-    if (support.rfind("unsupported", 0) == 0) throw DeviceError("precision fp8: " + support);
+    // here, naming its compute capability (CudaDevice::supports' reason).
+    const Support support = dev.supports(Feature::GemmFp8);
+    if (!support.runs()) throw DeviceError("precision fp8: " + support.describe());
     policy.fp8_recipe = cfg.fp8;
   }
   switch (cfg.model.kind) {
     case ModelKind::Mlp:
       return make_mlp(dev, mlp_config(cfg), policy, micro, seed);
     case ModelKind::Bert:
-      return make_bert(dev, bert_config(cfg, dev.info().kind == "cuda"), policy, micro, seed);
+      return make_bert(dev, bert_config(cfg, dev.info().kind == DeviceKind::Cuda), policy, micro, seed);
   }
   throw std::invalid_argument("model.kind has no builder");
 }

@@ -75,7 +75,7 @@ std::string onednn_isa_name() {
 }  // namespace
 
 CpuDevice::CpuDevice(const CpuIsaChoice& isa) : onednn_(make_onednn_matmul()) {
-  info_.kind = "cpu";
+  info_.kind = DeviceKind::Cpu;
   info_.kernel_isa = cpu_isa_name(isa.isa);
   info_.kernel_isa_source = isa.source;
   info_.kernel_isas_runnable = isa.runnable;

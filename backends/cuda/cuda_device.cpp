@@ -192,7 +192,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     // decide_step's record for the host, likewise.
     decision_mapped_ = alloc_mapped(1, &decision_host_);
 
-    info_.kind = "cuda";
+    info_.kind = DeviceKind::Cuda;
     info_.name = prop.name;
     info_.cores = sm_count_;
     info_.compute_capability = std::to_string(cc_major_) + "." + std::to_string(cc_minor_);
@@ -297,7 +297,7 @@ std::unique_ptr<DeviceTimer> CudaDevice::make_timer() { return std::make_unique<
 void CudaDevice::gemm_impl(const GemmArgs& args) { gemm_->run(args); }
 
 std::string CudaDevice::gemm_math(GemmCompute c) const { return gemm_->math(c); }
-// GEMM modes: what CublasLtGemm::support says for this GPU (tensor-core modes
+// GEMM modes: what CublasLtGemm::runs says for this GPU (tensor-core modes
 // from compute capability 8.0). FP8 tensor cores (CUDA_R_8F_E4M3 /
 // CUDA_R_8F_E5M2 matmuls) exist from compute capability 8.9 (Ada) and 9.0
 // (Hopper); gemm_cublaslt.cu drives them.
@@ -311,7 +311,7 @@ Support CudaDevice::supports(Feature f) const {
       const GemmCompute c = f == Feature::GemmTf32  ? GemmCompute::TF32
                             : f == Feature::GemmF16 ? GemmCompute::F16
                                                     : GemmCompute::BF16;
-      if (gemm_->support(c) == "native") return Support::native();  // CublasLtGemm's word: native | unsupported
+      if (gemm_->runs(c)) return Support::native();
       return Support::unsupported(info_.name + " has compute capability " + cc + "; " + gemm_compute_name(c) +
                                   " GEMMs need 8.0 (Ampere) or newer");
     }

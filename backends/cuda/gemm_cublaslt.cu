@@ -62,11 +62,11 @@ CublasLtGemm::~CublasLtGemm() = default;
 
 size_t CublasLtGemm::cached_plans() const { return impl_->plans.size(); }
 
-std::string CublasLtGemm::support(GemmCompute c) const {
+bool CublasLtGemm::runs(GemmCompute c) const {
   // Tensor-core TF32, fp16 and bf16 with fp32 accumulation: sm_80 and newer
   // (CudaDevice refuses older GPUs anyway: no kernel image for them).
-  if (c == GemmCompute::F32) return "native";
-  return impl_->dev.cc_major() >= 8 ? "native" : "unsupported";
+  if (c == GemmCompute::F32) return true;
+  return impl_->dev.cc_major() >= 8;
 }
 
 std::string CublasLtGemm::math(GemmCompute c) {

@@ -20,7 +20,7 @@ class CublasLtGemm {
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
   void run(const GemmArgs& args);
-  std::string support(GemmCompute c) const;  // "native" | "unsupported"
+  bool runs(GemmCompute c) const;  // natively on this GPU (CudaDevice::supports turns false into the reason)
   // "cublasLt CUBLAS_COMPUTE_32F_FAST_TF32, A/B CUDA_R_32F" (Device::gemm_math).
   static std::string math(GemmCompute c);
   size_t cached_plans() const;

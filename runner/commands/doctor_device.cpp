@@ -201,14 +201,14 @@ std::unique_ptr<Device> open_device(const std::string& requested, DoctorCheck* c
   }
   const DeviceInfo& info = dev->info();
   c.status = CheckStatus::Ok;
-  c.finding = info.kind + ": " + info.name +
-              (info.kind == "cuda" ? ", cc " + info.compute_capability.value_or("?") + ", " + std::to_string(info.cores) + " SMs"
-                                   : ", " + std::to_string(info.cores) + " threads, the " + info.kernel_isa +
-                                         " build of the CPU kernels (" + info.kernel_isa_source + "), GEMMs " +
-                                         info.gemm_isa);
+  c.finding = std::string(device_kind_name(info.kind)) + ": " + info.name +
+              (info.kind == DeviceKind::Cuda
+                   ? ", cc " + info.compute_capability.value_or("?") + ", " + std::to_string(info.cores) + " SMs"
+                   : ", " + std::to_string(info.cores) + " threads, the " + info.kernel_isa +
+                         " build of the CPU kernels (" + info.kernel_isa_source + "), GEMMs " + info.gemm_isa);
   nlohmann::json versions = nlohmann::json::object();
   for (const auto& [k, v] : info.versions) versions[k] = v;
-  c.data = {{"requested", requested}, {"kind", info.kind}, {"name", info.name}, {"cores", info.cores},
+  c.data = {{"requested", requested}, {"kind", device_kind_name(info.kind)}, {"name", info.name}, {"cores", info.cores},
             {"versions", versions}};
   c.data["cpu_kernels"] = cpu_kernels_json(info);
   if (!notice.empty()) {
@@ -275,7 +275,8 @@ DoctorCheck check_energy(const Device& dev) {
   c.name = "energy";
   const DeviceInfo& info = dev.info();
   std::string nvml_why, why;
-  std::unique_ptr<NvmlLibrary> nvml = info.kind == "cuda" ? NvmlLibrary::open(info.pci_bus_id, &nvml_why) : nullptr;
+  std::unique_ptr<NvmlLibrary> nvml =
+      info.kind == DeviceKind::Cuda ? NvmlLibrary::open(info.pci_bus_id, &nvml_why) : nullptr;
   std::unique_ptr<EnergyMeter> meter = open_energy_meter(info.kind, nvml.get(), nvml_why, &why);
   const std::optional<double> joules = meter ? meter->joules(&why) : std::nullopt;
   if (!joules) {
@@ -293,7 +294,7 @@ DoctorCheck check_energy(const Device& dev) {
 DoctorCheck check_selftest(Device& dev, double seconds) {
   DoctorCheck c;
   c.name = "selftest";
-  const std::string kind = dev.info().kind;
+  const std::string kind = device_kind_name(dev.info().kind);  // for the finding and data
   if (!(seconds > 0)) {
     c.status = CheckStatus::Warn;
     c.finding = "skipped (--selftest-seconds 0)";
@@ -303,7 +304,7 @@ DoctorCheck check_selftest(Device& dev, double seconds) {
   }
   const std::vector<const opcheck::OpCase*> cases = selftest_order(opcheck::select_cases(/*quick=*/true));
   // On a GPU each case is also compared with the CPU backend, as tests/ops does.
-  std::unique_ptr<Device> cpu = kind == "cpu" ? nullptr : make_cpu_device();
+  std::unique_ptr<Device> cpu = dev.info().kind == DeviceKind::Cpu ? nullptr : make_cpu_device();
   const auto t0 = std::chrono::steady_clock::now();
   int passed = 0, failed = 0, skipped = 0;
   size_t ran = 0;

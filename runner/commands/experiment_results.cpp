@@ -57,10 +57,11 @@ std::string ExperimentRun::earlier_run_id() const {
 void ExperimentRun::write_manifest() {
   manifest_ = build_manifest(exp_, info_, ceiling_);
   manifest_["run_id"] = run_id_;
-  if (info_.kind == "cuda" && !opt_.quiet)  // headers vs loaded CUDA libraries (runner/machine/library_check.h), said once
+  // Headers vs loaded CUDA libraries (runner/machine/library_check.h), said once.
+  if (info_.kind == DeviceKind::Cuda && !opt_.quiet)
     for (const auto& w : manifest_["libraries"]["warnings"])
       std::fprintf(stderr, "runner: warning: %s\n", w.get<std::string>().c_str());
-  if (info_.kind == "cuda") {  // the GPU's fixed facts (runner/machine/gpu_environment.h)
+  if (info_.kind == DeviceKind::Cuda) {  // the GPU's fixed facts (runner/machine/gpu_environment.h)
     manifest_["device"]["gpu"]["nvml"] = telemetry_ ? gpu_environment_json(telemetry_->nvml()) : nlohmann::json(nullptr);
     if (!telemetry_) manifest_["device"]["gpu"]["nvml_why"] = telemetry_why_;
   }

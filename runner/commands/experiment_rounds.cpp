@@ -165,7 +165,7 @@ nlohmann::json ExperimentRun::train_repeat(const RunUnit& unit, size_t ri) {
   TrainOptions train_opt;
   train_opt.inject_step_delay_ms = opt_.inject_step_delay_ms;
   std::string rss_caveat;  // the CPU's process_peak_bytes: this repeat's own peak when the reset works
-  if (info_.kind == "cpu") reset_resident_peak(&rss_caveat);
+  if (info_.kind == DeviceKind::Cpu) reset_resident_peak(&rss_caveat);
   if (telemetry_) telemetry_->begin();
   // The energy window: from after the last warm-up step (or the first
   // step: train()'s own warm-up pass comes before it) to after the last.

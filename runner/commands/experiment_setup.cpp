@@ -41,10 +41,10 @@ CostBasis dry_run_cost_basis(const std::vector<const Cell*>& cells, const std::s
   }
   const DeviceInfo info = dev->info();
   std::map<GemmCompute, double> ceilings;
-  if (info.kind == "cpu" || !known_gpu_peaks(info.name)) {
+  if (info.kind == DeviceKind::Cpu || !known_gpu_peaks(info.name)) {
     for (const Cell* c : cells) {
       const GemmCompute g = c->config.policy.gemm;
-      if (ceilings.count(g) || dev->gemm_support(g) == "unsupported") continue;
+      if (ceilings.count(g) || !dev->supports(gemm_feature(g)).runs()) continue;
       if (!opt.quiet)
         std::fprintf(stderr, "runner: measuring the %s GEMM ceiling on %s for the estimate...\n", gemm_compute_name(g),
                      info.name.c_str());
@@ -158,12 +158,12 @@ void ExperimentRun::open_device() {
   probe_ = make_device(kind_, &notice);  // DeviceError -> caller
   if (!notice.empty()) std::fprintf(stderr, "runner: %s\n", notice.c_str());
   info_ = probe_->info();
-  if (info_.kind == "cpu" && !opt_.quiet)
+  if (info_.kind == DeviceKind::Cpu && !opt_.quiet)
     std::fprintf(stderr, "runner: CPU kernels: the %s build (%s); GEMMs: %s\n", info_.kernel_isa.c_str(),
                  info_.kernel_isa_source == "cpuid" ? "the widest this CPU runs" : "MPB_CPU_ISA",
                  info_.gemm_isa.c_str());
   // Clocks, power and throttling of the GPU during every repeat (NVML, when the driver has it).
-  if (info_.kind == "cuda") {
+  if (info_.kind == DeviceKind::Cuda) {
     telemetry_ = GpuTelemetry::open(info_.pci_bus_id, &telemetry_why_);
     if (!telemetry_) std::fprintf(stderr, "runner: warning: no GPU telemetry: %s\n", telemetry_why_.c_str());
   }
@@ -218,12 +218,12 @@ PhaseResult ExperimentRun::measure_ceilings() {
   for (const Cell* c : cells_) {
     const GemmCompute g = c->config.policy.gemm;
     std::string name = gemm_compute_name(g);
-    if (probe_->gemm_support(g) == "unsupported")
+    if (!probe_->supports(gemm_feature(g)).runs())
       throw DeviceError("cell " + c->id + ": " + info_.name + " cannot run " + name + " GEMMs (precision '" +
                         c->config.precision + "')");
     if (c->config.policy.fp8) {  // e.g. "... has compute capability 8.6; FP8 GEMMs need 8.9 ..."
-      const std::string fp8 = probe_->fp8_gemm_support();
-      if (fp8.rfind("unsupported", 0) == 0) throw DeviceError("cell " + c->id + ": precision fp8: " + fp8);
+      const Support fp8 = probe_->supports(Feature::GemmFp8);
+      if (!fp8.runs()) throw DeviceError("cell " + c->id + ": precision fp8: " + fp8.describe());
     }
     if (!ceiling_.count(name)) {
       if (!opt_.quiet)

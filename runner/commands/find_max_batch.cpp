@@ -60,7 +60,7 @@ bool is_out_of_memory(const std::exception& e) {
 }
 
 // Two training steps of `cfg` on a fresh device: what a run at this batch allocates.
-bool trial_fits(const std::string& kind, CellConfig cfg) {
+bool trial_fits(DeviceKind kind, CellConfig cfg) {
   cfg.steps = 2;
   cfg.warmup_steps = 1;
   cfg.numerics_every = 0;
@@ -102,7 +102,7 @@ int run_find_max_batch(const ExperimentConfig& exp, const RunOptions& opt) {
   const std::string kind = opt.device.empty() ? exp.device : opt.device;
   std::unique_ptr<Device> probe = make_device(kind);  // DeviceError -> main: exit 1
   const DeviceInfo info = probe->info();
-  const bool trial = info.kind != "cpu";
+  const bool trial = info.kind != DeviceKind::Cpu;
   const std::optional<size_t> free = probe->free_memory_bytes();
   std::printf("%s: the largest batch_size per cell on %s (%s free now); %s\n", exp.name.c_str(), info.name.c_str(),
               free ? gib(double(*free)).c_str() : "memory free unknown",
@@ -125,7 +125,8 @@ int run_find_max_batch(const ExperimentConfig& exp, const RunOptions& opt) {
       if (!opt.quiet) std::fprintf(stderr, "runner: %s: trying batch_size %d...\n", cell->id.c_str(), b);
       return trial_fits(info.kind, c);
     });
-    const MemoryEstimate at_largest = estimate_cell_memory(with_batch(std::max(1, m.largest)), info.kind == "cuda");
+    const MemoryEstimate at_largest =
+        estimate_cell_memory(with_batch(std::max(1, m.largest)), info.kind == DeviceKind::Cuda);
     const std::string peak =
         m.largest > 0 ? gib(trial ? at_largest.device_total() : at_largest.total()) : std::string("-");
     std::printf("  %-*s %10d %10d %8d  %s%s\n", width, cell->id.c_str(), m.configured, m.largest, m.trials, peak.c_str(),

@@ -27,8 +27,8 @@ const char* size_name(opcheck::Size s) { return s == opcheck::Size::Bert ? "bert
 
 nlohmann::json device_facts(const Device& dev) {
   const DeviceInfo& info = dev.info();
-  nlohmann::json f = {{"kind", info.kind}, {"name", info.name}};
-  if (info.kind == "cuda") {
+  nlohmann::json f = {{"kind", device_kind_name(info.kind)}, {"name", info.name}};
+  if (info.kind == DeviceKind::Cuda) {
     f["compute_capability"] = info.compute_capability.value_or("?");
     f["multiprocessors"] = info.cores;
     f["memory_bytes"] = info.memory_bytes;
@@ -105,7 +105,7 @@ SelftestReport run_selftest_checks(Device& dev, Device& cpu, bool quick,
   SelftestReport r;
   r.facts = device_facts(dev);
   // On a GPU every case is also compared with the CPU backend, as tests/ops does.
-  Device* cpu_reference = dev.info().kind == "cpu" ? nullptr : &cpu;
+  Device* cpu_reference = dev.info().kind == DeviceKind::Cpu ? nullptr : &cpu;
   std::string last_op;
   for (const opcheck::OpCase* c : opcheck::select_cases(quick)) {
     if (progress && c->op != last_op) progress(c->op);
@@ -235,7 +235,7 @@ int run_selftest(int argc, char** argv) {
   std::string notice;
   try {
     dev = make_device(device, &notice);
-    if (dev->info().kind != "cpu") cpu = make_cpu_device();
+    if (dev->info().kind != DeviceKind::Cpu) cpu = make_cpu_device();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: selftest --device %s: %s\n", device.c_str(), e.what());
     return 1;

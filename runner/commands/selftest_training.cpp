@@ -259,7 +259,7 @@ std::vector<TrainingCheck> training_checks(Device& dev, Device& cpu, bool quick,
   };
   run("loss scaler skip path (inf injected)", [&](TrainingCheck& c) { check_skip_path(c, dev); });
 
-  const bool on_cpu = dev.info().kind == "cpu";
+  const bool on_cpu = dev.info().kind == DeviceKind::Cpu;
   std::vector<std::pair<std::string, std::function<CellConfig(const std::string&)>>> models = {{"mlp", mlp_cell}};
   if (!quick) models.push_back({"bert-tiny", bert_cell});
   for (const auto& [model, make] : models) {

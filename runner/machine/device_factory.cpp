@@ -17,11 +17,26 @@ std::optional<std::string> why_no_cuda() {
 }
 }  // namespace
 
+std::optional<DeviceKind> parse_device_kind(const std::string& text) {
+  if (text == "cpu") return DeviceKind::Cpu;
+  if (text == "cuda") return DeviceKind::Cuda;
+  return std::nullopt;
+}
+
+std::unique_ptr<Device> make_device(DeviceKind kind) {
+  if (kind == DeviceKind::Cpu) return make_cpu_device();
+  if (auto reason = why_no_cuda()) throw DeviceError(*reason);
+#ifdef MPB_HAVE_CUDA
+  return make_cuda_device(0);
+#else
+  return nullptr;  // unreachable: why_no_cuda() always has a reason without the CUDA backend
+#endif
+}
+
 std::unique_ptr<Device> make_device(const std::string& kind, std::string* notice) {
-  if (kind == "cpu") return make_cpu_device();
-  if (kind == "cuda" || kind == "auto") {
+  if (const std::optional<DeviceKind> k = parse_device_kind(kind)) return make_device(*k);
+  if (kind == "auto") {
     if (auto reason = why_no_cuda()) {
-      if (kind == "cuda") throw DeviceError(*reason);
       if (notice) *notice = *reason + "; using the CPU device";
       return make_cpu_device();
     }

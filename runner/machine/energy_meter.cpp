@@ -132,9 +132,9 @@ std::unique_ptr<EnergyMeter> open_nvml_energy_meter(NvmlLibrary& nvml, std::stri
   return std::make_unique<NvmlEnergyMeter>(nvml);
 }
 
-std::unique_ptr<EnergyMeter> open_energy_meter(const std::string& kind, NvmlLibrary* nvml,
-                                               const std::string& nvml_why, std::string* why) {
-  if (kind != "cuda") return open_rapl_meter("/sys/class/powercap", why);
+std::unique_ptr<EnergyMeter> open_energy_meter(DeviceKind kind, NvmlLibrary* nvml, const std::string& nvml_why,
+                                               std::string* why) {
+  if (kind != DeviceKind::Cuda) return open_rapl_meter("/sys/class/powercap", why);
   if (!nvml) {
     *why = "no NVML: " + nvml_why;
     return nullptr;

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/device_capabilities.h"
 #include "runner/machine/nvml_library.h"
 
 namespace mpb {
@@ -43,10 +44,10 @@ std::unique_ptr<EnergyMeter> open_rapl_meter(const std::string& powercap_root, s
 // meanwhile): nullptr, with *why, where the driver or the GPU lacks it.
 std::unique_ptr<EnergyMeter> open_nvml_energy_meter(NvmlLibrary& nvml, std::string* why);
 
-// The meter runs on `kind` use: NVML's counter through `nvml` on "cuda"
+// The meter runs on `kind` use: NVML's counter through `nvml` on Cuda
 // (nullptr: no NVML, `nvml_why` says why), RAPL under /sys/class/powercap on
-// "cpu"; nullptr with *why where there is none. (The runner and doctor.)
-std::unique_ptr<EnergyMeter> open_energy_meter(const std::string& kind, NvmlLibrary* nvml,
+// Cpu; nullptr with *why where there is none. (The runner and doctor.)
+std::unique_ptr<EnergyMeter> open_energy_meter(DeviceKind kind, NvmlLibrary* nvml,
                                                const std::string& nvml_why, std::string* why);
 
 // One repeat's reading: the counter after step `first_step` and after the

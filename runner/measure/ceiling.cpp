@@ -7,7 +7,7 @@
 
 namespace mpb {
 
-int ceiling_gemm_size(const Device& dev) { return dev.info().kind == "cuda" ? 8192 : 1024; }
+int ceiling_gemm_size(const Device& dev) { return dev.info().kind == DeviceKind::Cuda ? 8192 : 1024; }
 
 double measure_gemm_ceiling(Device& dev, GemmCompute compute, int n, int reps, const std::atomic<bool>* stop) {
   auto stopped = [&] { return stop && stop->load(); };

@@ -65,7 +65,7 @@ std::string format_hours_minutes(std::optional<double> seconds) {
 CostBasis device_cost_basis(const DeviceInfo& info, const std::map<GemmCompute, double>& ceilings) {
   CostBasis b;
   b.device = info.name;
-  if (info.kind == "cuda") b.peaks = known_gpu_peaks(info.name);
+  if (info.kind == DeviceKind::Cuda) b.peaks = known_gpu_peaks(info.name);
   if (b.peaks) {
     b.source = "this device";
   } else if (!ceilings.empty()) {

@@ -38,7 +38,7 @@ struct Need {
 std::optional<Need> shortfall(const MemoryEstimate& e, const Device& dev) {
   const std::optional<size_t> free = dev.free_memory_bytes();
   if (!free) return std::nullopt;
-  if (dev.info().kind == "cpu") {  // device memory is host memory
+  if (dev.info().kind == DeviceKind::Cpu) {  // device memory is host memory
     if (e.total() > double(*free)) return Need{e.total(), double(*free), "the cpu device has"};
     return std::nullopt;
   }
@@ -50,11 +50,11 @@ std::optional<Need> shortfall(const MemoryEstimate& e, const Device& dev) {
 }
 
 // The model as build_model makes it on `dev` (train/cell_limits.h).
-bool is_cuda(const Device& dev) { return dev.info().kind == "cuda"; }
+bool is_cuda(const Device& dev) { return dev.info().kind == DeviceKind::Cuda; }
 
 // The bytes that must fit on `dev` (see shortfall): what the culprit search shrinks.
 double measure(const MemoryEstimate& e, const Device& dev) {
-  return dev.info().kind == "cpu" ? e.total() : std::max(e.device_total(), e.host);
+  return dev.info().kind == DeviceKind::Cpu ? e.total() : std::max(e.device_total(), e.host);
 }
 
 // Of the keys the file sets for the cell, the one whose default value would

@@ -60,7 +60,7 @@ nlohmann::json repeat_memory_json(const Device& dev, const MemorySnapshot& track
                                                          : nlohmann::json();
   if (used.is_number()) {
     in.device_used_peak_bytes = used.get<uint64_t>();
-  } else if (dev.info().kind == "cpu") {
+  } else if (dev.info().kind == DeviceKind::Cpu) {
     in.device_used_why = "the CPU device's memory is the process's: process_peak_bytes is the figure";
   } else {
     in.device_used_why = gpu_telemetry.is_object() ? "NVML gave no memory reading" : telemetry_why;

@@ -31,12 +31,12 @@ nlohmann::json utilization_json(const UtilizationInputs& in) {
   j["warning"] = nullptr;
 
   std::optional<DevicePeaks> peaks;
-  if (in.device && in.device->kind == "cuda") peaks = known_gpu_peaks(in.device->name);
+  if (in.device && in.device->kind == DeviceKind::Cuda) peaks = known_gpu_peaks(in.device->name);
   // 0: no peak for this mode (a plain double: GCC 12 misreads an optional here as maybe-uninitialized)
   const double peak = peaks ? peaks->tflops(in.gemm).value_or(0.0) : 0.0;
   j["formula"] = "MFU = model FLOPs per step (GEMMs: forward 2mnk, backward 4mnk) / median step time / dense " +
                  mode + " peak; HFU adds the forward GEMMs checkpointing recomputes";
-  if (!in.device || in.device->kind != "cuda") {
+  if (!in.device || in.device->kind != DeviceKind::Cuda) {
     j["why"] = "no dense peak table for CPUs: see ceiling_fraction_* (the measured " + mode + " GEMM ceiling)";
     return j;
   }

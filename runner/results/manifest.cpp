@@ -108,7 +108,7 @@ nlohmann::json libraries_json(const DeviceInfo& dev) {
 }
 
 nlohmann::json cpu_kernels_json(const DeviceInfo& dev) {
-  if (dev.kind != "cpu") return nullptr;
+  if (dev.kind != DeviceKind::Cpu) return nullptr;
   return {{"isa", dev.kernel_isa},
           {"source", dev.kernel_isa_source},
           {"runnable", dev.kernel_isas_runnable},
@@ -142,10 +142,10 @@ nlohmann::json build_manifest(const ExperimentConfig& exp, const DeviceInfo& dev
   m["environment"] = overrides_json(find_overrides(process_environment()));
   m["libraries"] = libraries_json(dev);
   nlohmann::json d;
-  d["kind"] = dev.kind;
+  d["kind"] = device_kind_name(dev.kind);
   d["name"] = dev.name;
   d["gpu"] = nullptr;
-  if (dev.kind == "cuda")
+  if (dev.kind == DeviceKind::Cuda)
     d["gpu"] = {{"name", dev.name}, {"compute_capability", dev.compute_capability.value_or("")},
                 {"memory_bytes", dev.memory_bytes}, {"multiprocessors", dev.cores}};
   d["cpu_kernels"] = cpu_kernels_json(dev);

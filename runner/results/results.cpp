@@ -193,7 +193,9 @@ nlohmann::json cell_identity_json(const CellContext& ctx, const std::vector<nloh
   // What preparing the data produced (runner/results/data_facts.h): the same
   // in every repeat, as the tokenizer is trained on the corpus, not the seed.
   if (!repeats.empty() && repeats.front().contains("data")) j["data"] = repeats.front().at("data");
-  j["device"] = {{"kind", ctx.device->kind}, {"name", ctx.device->name}, {"emulated", {{"gemm", ctx.gemm_support}}}};
+  j["device"] = {{"kind", device_kind_name(ctx.device->kind)},
+                 {"name", ctx.device->name},
+                 {"emulated", {{"gemm", ctx.gemm_support}}}};
   const PrecisionPolicy& p = ctx.policy;
   j["precision"] = {{"name", p.name}, {"params", dtype_name(p.param)}, {"compute", dtype_name(p.compute)},
                     {"output", dtype_name(p.output)}, {"grads", dtype_name(p.grad())},
@@ -309,7 +311,7 @@ nlohmann::json cell_result_json(const CellContext& ctx, const std::vector<nlohma
   s["peak_memory_bytes"] = peak;
   s["memory"] = summarize_memory_triples(repeats);  // runner/measure/memory_triple.h
   s["estimated_memory_bytes"] =
-      memory_estimate_json(estimate_cell_memory(cfg, ctx.device->kind == "cuda"));  // runner/measure/memory_fit.h
+      memory_estimate_json(estimate_cell_memory(cfg, ctx.device->kind == DeviceKind::Cuda));  // measure/memory_fit.h
   s["final_loss"] = mean(t.final_losses);
   s["eval_loss"] = mean(t.eval_loss);
   s["eval_accuracy"] = mean(t.eval_acc);

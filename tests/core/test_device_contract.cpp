@@ -35,7 +35,12 @@ using namespace mpb;
 // A Device whose backend does nothing but record which *_impl ran.
 class RecordingDevice final : public Device {
  public:
-  RecordingDevice() { info_.kind = "recording"; }
+  // A fake has no kind of its own: it says Cpu (DeviceKind has two values) and
+  // is told apart by its name.
+  RecordingDevice() {
+    info_.kind = DeviceKind::Cpu;
+    info_.name = "recording";
+  }
   std::vector<std::string> calls;
 
   const DeviceInfo& info() const override { return info_; }
@@ -656,7 +661,7 @@ std::string rejection(const Case& c, Device& d) {
     ADD_FAILURE() << c.what << ": threw something else: " << e.what();
     return {};
   }
-  ADD_FAILURE() << c.what << ": accepted on the " << d.info().kind << " device";
+  ADD_FAILURE() << c.what << ": accepted on the " << d.info().name << " device";
   return {};
 }
 
@@ -774,7 +779,7 @@ TEST(DeviceContract, NoDecisionIsReadOrUsedBeforeDecideStep) {
   RecordingDevice fake;
   auto cpu = make_cpu_device();
   for (Device* d : {static_cast<Device*>(&fake), cpu.get()}) {
-    SCOPED_TRACE(d->info().kind);
+    SCOPED_TRACE(d->info().name);
     EXPECT_THROW(d->read_step_results(), std::logic_error);
     EXPECT_THROW(d->sgd_step(f4, f4, m, {0.1f, 0.9f, 0.0f}, GradScale::decided()), std::logic_error);
     EXPECT_THROW(d->adamw_step(f4, f4, m, v, {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1}, GradScale::decided(), true,
@@ -844,7 +849,7 @@ TEST(DeviceContract, AnUnsupportedComputeModeIsADeviceError) {
     fake.gemm(g);
     ADD_FAILURE() << "an unsupported compute mode was accepted";
   } catch (const DeviceError& e) {
-    EXPECT_EQ(std::string(e.what()), "gemm: tf32 is not supported on this recording device");
+    EXPECT_EQ(std::string(e.what()), "gemm: tf32 is not supported on this cpu device");
   }
   EXPECT_TRUE(fake.calls.empty());
 }

@@ -101,7 +101,7 @@ TEST_F(CudaOps, ReservedPeakCountsEveryCudaMallocAtOnce) {
 
 TEST_F(CudaOps, Info) {
   const DeviceInfo& info = gpu_->info();
-  EXPECT_EQ(info.kind, "cuda");
+  EXPECT_EQ(info.kind, DeviceKind::Cuda);
   EXPECT_FALSE(info.name.empty());
   EXPECT_GT(info.cores, 0);
   ASSERT_TRUE(info.compute_capability.has_value());

@@ -526,7 +526,7 @@ TEST_F(CudnnAttention, F16MinusInfMaskGivesNaNLikeTheCpu) {
     const Host oh = forward_once(*dev, c, DType::F16);
     int64_t finite = 0;
     for (int64_t i = 0; i < oh.numel(); ++i) finite += !std::isnan(oh.value(i));
-    EXPECT_EQ(finite, 0) << dev->info().kind << ": outputs that are not NaN";
+    EXPECT_EQ(finite, 0) << device_kind_name(dev->info().kind) << ": outputs that are not NaN";
   }
 }
 

@@ -65,7 +65,7 @@ TEST(CostEstimate, FlopsTimesStepsAndRepeatsOverTheAssumedShareOfThePeak) {
 
 TEST(CostEstimate, TheCpuUsesTheMeasuredCeiling) {
   DeviceInfo cpu;
-  cpu.kind = "cpu";
+  cpu.kind = DeviceKind::Cpu;
   cpu.name = "AMD EPYC";
   CostBasis b = device_cost_basis(cpu, {{GemmCompute::F32, 500.0}});
   EXPECT_FALSE(b.peaks);
@@ -77,7 +77,7 @@ TEST(CostEstimate, TheCpuUsesTheMeasuredCeiling) {
   EXPECT_FALSE(estimate_cell_cost(c, b).seconds);
   // No ceiling and no known GPU: none, and the reason names --assume-gpu.
   DeviceInfo gpu;
-  gpu.kind = "cuda";
+  gpu.kind = DeviceKind::Cuda;
   gpu.name = "NVIDIA Imaginary 9000";
   b = device_cost_basis(gpu, {});
   EXPECT_NE(b.why_none.find("--assume-gpu"), std::string::npos);

@@ -30,7 +30,7 @@ TEST(DevicePeaks, NamesMapToTheirRow) {
   EXPECT_FALSE(known_gpu_peaks("Tesla T4")->tflops(GemmCompute::BF16)) << "no bf16 tensor cores on Turing";
 }
 
-DeviceInfo device(const char* kind, const char* name) {
+DeviceInfo device(DeviceKind kind, const char* name) {
   DeviceInfo d;
   d.kind = kind;
   d.name = name;
@@ -49,7 +49,7 @@ UtilizationInputs inputs(const DeviceInfo& dev, GemmCompute gemm, double step_ms
 }
 
 TEST(Utilization, MfuAndHfuAgainstTheDensePeak) {
-  const DeviceInfo dev = device("cuda", "NVIDIA H100 80GB HBM3");
+  const DeviceInfo dev = device(DeviceKind::Cuda, "NVIDIA H100 80GB HBM3");
   const auto j = utilization_json(inputs(dev, GemmCompute::BF16, 10.0));  // 300 TFLOP/s model, 400 hardware
   EXPECT_NEAR(j["mfu"].get<double>(), 300.0 / 989.4, 1e-12);
   EXPECT_NEAR(j["hfu"].get<double>(), 400.0 / 989.4, 1e-12);
@@ -61,19 +61,19 @@ TEST(Utilization, MfuAndHfuAgainstTheDensePeak) {
 }
 
 TEST(Utilization, NullWithAReasonOnACpuOrAnUnknownGpu) {
-  const DeviceInfo cpu = device("cpu", "AMD EPYC");
+  const DeviceInfo cpu = device(DeviceKind::Cpu, "AMD EPYC");
   auto j = utilization_json(inputs(cpu, GemmCompute::F32, 10.0));
   EXPECT_TRUE(j["mfu"].is_null());
   EXPECT_NE(j["why"].get<std::string>().find("CPUs"), std::string::npos);
   EXPECT_TRUE(j["ceiling_fraction_hardware"].is_number()) << "the measured ceiling stands in";
-  const DeviceInfo gpu = device("cuda", "NVIDIA Future GPU");
+  const DeviceInfo gpu = device(DeviceKind::Cuda, "NVIDIA Future GPU");
   j = utilization_json(inputs(gpu, GemmCompute::BF16, 10.0));
   EXPECT_TRUE(j["hfu"].is_null());
   EXPECT_NE(j["why"].get<std::string>().find("not in the table"), std::string::npos);
 }
 
 TEST(Utilization, AnFp32CellFasterThanTheFp32PeakIsFlaggedAsHiddenTf32) {
-  const DeviceInfo dev = device("cuda", "NVIDIA A100-SXM4-80GB");
+  const DeviceInfo dev = device(DeviceKind::Cuda, "NVIDIA A100-SXM4-80GB");
   auto in = inputs(dev, GemmCompute::F32, 100.0);  // 40 TFLOP/s hardware > 19.5 fp32 peak
   in.ceiling_gflops = 15e3;
   auto j = utilization_json(in);
