@@ -16,6 +16,8 @@ import os
 import re
 import sys
 
+import layering_cli
+
 FOLDERS = ["core", "ops", "backends", "models", "config", "train", "opcheck", "runner", "bench", "tests"]
 FACTORY = os.path.join("runner", "machine", "device_factory.cpp")
 SOURCE = re.compile(r"\.(h|hpp|cpp|cu|cuh|inc)$")
@@ -71,13 +73,8 @@ def violations(root):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    found = violations(root)
-    for v in found:
-        print(v)
-    print(f"{len(found)} text comparison(s) of device kinds or capabilities" if found
-          else "device kinds and capabilities: compared as enums everywhere but the factory")
-    return 1 if found else 0
+    return layering_cli.run(violations, "text comparison(s) of device kinds or capabilities",
+                            "device kinds and capabilities: compared as enums everywhere but the factory")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ import os
 import re
 import sys
 
+import layering_cli
+
 ALLOWED = {
     "core": {"core"},
     "ops": {"core", "ops"},
@@ -94,12 +96,8 @@ def violations(root):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    found = violations(root)
-    for v in found:
-        print(v)
-    print(f"{len(found)} layering violation(s)" if found else "layering: every include points down or sideways")
-    return 1 if found else 0
+    return layering_cli.run(violations, "layering violation(s)",
+                            "layering: every include points down or sideways")
 
 
 if __name__ == "__main__":
