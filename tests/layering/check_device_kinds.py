@@ -14,7 +14,6 @@ Usage: check_device_kinds.py [SOURCE_DIR]  (default: the repository).
 
 import os
 import re
-import sys
 
 import layering_cli
 
@@ -53,29 +52,19 @@ def code_of(line):
 
 def violations(root):
     found = []
-    for folder in FOLDERS:
-        for dirpath, _, files in os.walk(os.path.join(root, folder)):
-            for name in sorted(files):
-                if not SOURCE.search(name):
-                    continue
-                path = os.path.join(dirpath, name)
-                rel = os.path.relpath(path, root)
-                if rel == FACTORY:
-                    continue
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    for lineno, line in enumerate(f, 1):
-                        code = code_of(line)
-                        for pattern, why in RULES:
-                            if pattern.search(code):
-                                found.append(f"{rel}:{lineno}: {why}: {line.strip()}")
-                                break
+    for _, rel, path in layering_cli.source_files(root, FOLDERS, SOURCE):
+        if rel == FACTORY:
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for lineno, line in enumerate(f, 1):
+                code = code_of(line)
+                for pattern, why in RULES:
+                    if pattern.search(code):
+                        found.append(f"{rel}:{lineno}: {why}: {line.strip()}")
+                        break
     return found
 
 
-def main():
-    return layering_cli.run(violations, "text comparison(s) of device kinds or capabilities",
-                            "device kinds and capabilities: compared as enums everywhere but the factory")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    layering_cli.main(violations, "text comparison(s) of device kinds or capabilities",
+                      "device kinds and capabilities: compared as enums everywhere but the factory")

@@ -29,7 +29,6 @@ anything. Usage: check_layering.py [SOURCE_DIR]  (default: the repository).
 
 import os
 import re
-import sys
 
 import layering_cli
 
@@ -66,39 +65,28 @@ def runner_room_violation(rel, header):
 
 def violations(root):
     found = []
-    for layer, allowed in ALLOWED.items():
-        top = os.path.join(root, layer)
-        for dirpath, _, files in os.walk(top):
-            for name in sorted(files):
-                if not SOURCE.search(name):
+    for layer, rel, path in layering_cli.source_files(root, ALLOWED, SOURCE):
+        allowed = ALLOWED[layer]
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for lineno, line in enumerate(f, 1):
+                m = INCLUDE.match(line)
+                if not m or "/" not in m.group(1):
                     continue
-                path = os.path.join(dirpath, name)
-                rel = os.path.relpath(path, root)
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    for lineno, line in enumerate(f, 1):
-                        m = INCLUDE.match(line)
-                        if not m or "/" not in m.group(1):
-                            continue
-                        target = m.group(1).split("/")[0]
-                        if target not in ALLOWED:
-                            continue  # a library's header, not one of ours
-                        if target not in allowed:
-                            found.append(f"{rel}:{lineno}: {layer}/ includes {m.group(1)} "
-                                         f"(a {target}/ header; {layer}/ may include {', '.join(sorted(allowed))})")
-                        elif layer == target == "runner":
-                            why = runner_room_violation(rel, m.group(1))
-                            if why:
-                                found.append(f"{rel}:{lineno}: {why}")
-                        elif (layer == target == "backends" and
-                              rel.split(os.sep)[1] != m.group(1).split("/")[1]):
-                            found.append(f"{rel}:{lineno}: one backend includes another's header {m.group(1)}")
+                target = m.group(1).split("/")[0]
+                if target not in ALLOWED:
+                    continue  # a library's header, not one of ours
+                if target not in allowed:
+                    found.append(f"{rel}:{lineno}: {layer}/ includes {m.group(1)} "
+                                 f"(a {target}/ header; {layer}/ may include {', '.join(sorted(allowed))})")
+                elif layer == target == "runner":
+                    why = runner_room_violation(rel, m.group(1))
+                    if why:
+                        found.append(f"{rel}:{lineno}: {why}")
+                elif (layer == target == "backends" and
+                      rel.split(os.sep)[1] != m.group(1).split("/")[1]):
+                    found.append(f"{rel}:{lineno}: one backend includes another's header {m.group(1)}")
     return found
 
 
-def main():
-    return layering_cli.run(violations, "layering violation(s)",
-                            "layering: every include points down or sideways")
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    layering_cli.main(violations, "layering violation(s)", "layering: every include points down or sideways")

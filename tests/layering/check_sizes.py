@@ -17,6 +17,8 @@ import os
 import re
 import sys
 
+import layering_cli
+
 MAX_FUNCTION_LINES = 80
 MAX_FILE_LINES = 600
 FUNCTION_FOLDERS = ["runner"]
@@ -150,30 +152,24 @@ def functions(text):
 def problems(root):
     """The size rules broken under `root`, as (key, message), and the allowed keys seen over their limit."""
     broken = []
-    for folder in SOURCE_FOLDERS:
-        for dirpath, _, files in os.walk(os.path.join(root, folder)):
-            for f in sorted(files):
-                if not SOURCE.search(f):
-                    continue
-                path = os.path.join(dirpath, f)
-                rel = os.path.relpath(path, root).replace(os.sep, "/")
-                with open(path, encoding="utf-8", errors="replace") as fh:
-                    text = fh.read()
-                lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-                if lines > MAX_FILE_LINES:
-                    broken.append((rel, f"{rel}: {lines} lines (at most {MAX_FILE_LINES}: split it by job)"))
-                if folder in FUNCTION_FOLDERS and CXX.search(f):
-                    for name, first, last in functions(text):
-                        length = last - first + 1
-                        if length > MAX_FUNCTION_LINES:
-                            broken.append((f"{rel}:{name}", f"{rel}:{first}: {name} is {length} lines "
-                                           f"(at most {MAX_FUNCTION_LINES}: name its steps)"))
+    for folder, rel, path in layering_cli.source_files(root, SOURCE_FOLDERS, SOURCE):
+        rel = rel.replace(os.sep, "/")
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        if lines > MAX_FILE_LINES:
+            broken.append((rel, f"{rel}: {lines} lines (at most {MAX_FILE_LINES}: split it by job)"))
+        if folder in FUNCTION_FOLDERS and CXX.search(path):
+            for name, first, last in functions(text):
+                length = last - first + 1
+                if length > MAX_FUNCTION_LINES:
+                    broken.append((f"{rel}:{name}", f"{rel}:{first}: {name} is {length} lines "
+                                   f"(at most {MAX_FUNCTION_LINES}: name its steps)"))
     return broken
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
-    broken = problems(root)
+    broken = problems(layering_cli.repo_root())
     failed = False
     for key, message in broken:
         if key in ALLOWED:
