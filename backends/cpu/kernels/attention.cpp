@@ -271,6 +271,26 @@ inline void mask_row(float* s, int64_t nc, const int32_t* kv, float scale, float
   for (int64_t c = 0; c < nc; ++c) s[c] = scalar::masked_logit(s[c], scale, kv[c], mask);
 }
 
+// What both fused passes read off the problem to turn a tile's logits into
+// probabilities: which keys are valid ([B, Tk]), the masked logit (rounded as
+// the operands' type rounds it), the logit scale, and the dropout, if any.
+// Each parallel region takes it firstprivate: every thread reads its own copy
+// off its stack, as it did the separate locals this replaced, not the shared
+// object through a pointer.
+struct AttnLogitRules {
+  const int32_t* kv;
+  float mask;
+  float scale;
+  bool dropping;
+  AttnDropMask drop;
+  explicit AttnLogitRules(const AttentionProblem& d)
+      : kv(static_cast<const int32_t*>(d.key_valid.data)),
+        mask(scalar::attention_mask_rounded(d.q.t.dtype, d.mask_value)),
+        scale(d.scale),
+        dropping(d.dropout.p > 0.0f),
+        drop(d.dropout) {}
+};
+
 }  // namespace
 
 // ---- unfused softmax ------------------------------------------------------------------
@@ -346,17 +366,13 @@ void Kernels::softmax_backward_impl(const Tensor& dscores, const Tensor& probs, 
 // heads or the packed QKV / merged buffers: core/attention_layout.h); only
 // the addresses differ, so both layouts give the same bits.
 void Kernels::attention_forward_impl(const AttentionProblem& d, const AttnOperand& out, const Tensor& lse) {
-  const int32_t* kv = static_cast<const int32_t*>(d.key_valid.data);
-  const float mask = scalar::attention_mask_rounded(d.q.t.dtype, d.mask_value);
-  const float scale = d.scale;
-  const bool dropping = d.dropout.p > 0.0f;
-  const AttnDropMask drop(d.dropout);
+  const AttnLogitRules rules(d);
   constexpr int64_t Br = scalar::kAttnTileQ, Bc = scalar::kAttnTileK;
   static_assert(Br % 4 == 0 && Bc % kLanes == 0, "tiles must fit the micro-kernel's blocking");
   const int64_t D = d.D, Tq = d.Tq, Tk = d.Tk, Dp = pad16(D), Tkp = pad16(Tk);
   const int64_t BH = d.B * d.H, nqt = (Tq + Br - 1) / Br, ntask = BH * nqt;
   float* lse_p = static_cast<float*>(lse.data);
-#pragma omp parallel
+#pragma omp parallel firstprivate(rules)
   {
     // kt [D][Tkp] (K transposed), vf [Tkp][Dp], qf/acc [Br][Dp], S [Br][Bc].
     std::vector<float> kt(static_cast<size_t>(D * Tkp), 0.0f), vf(static_cast<size_t>(Tkp * Dp), 0.0f);
@@ -369,7 +385,7 @@ void Kernels::attention_forward_impl(const AttentionProblem& d, const AttnOperan
 #pragma omp for schedule(dynamic, chunk)
     for (int64_t task = 0; task < ntask; ++task) {
       const int64_t bh = task / nqt, i0 = (task % nqt) * Br;
-      const int32_t* kvb = kv + (bh / d.H) * Tk;
+      const int32_t* kvb = rules.kv + (bh / d.H) * Tk;
       if (bh != loaded) {
         load_head_rows(kf.data(), Dp, d.k, d.H, bh, 0, Tk, D);
         transpose_f32(kt.data(), Tkp, kf.data(), Dp, Tk, D);
@@ -386,7 +402,7 @@ void Kernels::attention_forward_impl(const AttentionProblem& d, const AttnOperan
         small_gemm(S.data(), Bc, qf.data(), Dp, 1, kt.data() + j0, Tkp, nr, nc, D, false);
         for (int64_t r = 0; r < nr; ++r) {
           float* srow = S.data() + r * Bc;
-          mask_row(srow, nc, kvb + j0, scale, mask);
+          mask_row(srow, nc, kvb + j0, rules.scale, rules.mask);
           float mt = m[r];
 #pragma omp simd reduction(max : mt)
           for (int64_t c = 0; c < nc; ++c) mt = srow[c] > mt ? srow[c] : mt;
@@ -401,10 +417,10 @@ void Kernels::attention_forward_impl(const AttentionProblem& d, const AttnOperan
           m[r] = mt;
           // The row sum is the undropped one: dropout acts on the normalised
           // probabilities, which acc / l then gives.
-          if (dropping) {
+          if (rules.dropping) {
             uint32_t bits[Bc];
-            drop.bits(bits, nc, (bh * Tq + i0 + r) * Tk + j0);
-            drop.apply(srow, bits, nc);
+            rules.drop.bits(bits, nc, (bh * Tq + i0 + r) * Tk + j0);
+            rules.drop.apply(srow, bits, nc);
           }
           if (corr != 1.0f) {
             float* ar = acc.data() + r * Dp;
@@ -431,17 +447,13 @@ void Kernels::attention_forward_impl(const AttentionProblem& d, const AttnOperan
 void Kernels::attention_backward_impl(const AttentionProblem& d, const AttnOperand& dq, const AttnOperand& dk,
                                         const AttnOperand& dv, const AttnOperand& dout, const AttnOperand& out,
                                         const Tensor& lse) {
-  const int32_t* kv = static_cast<const int32_t*>(d.key_valid.data);
-  const float mask = scalar::attention_mask_rounded(d.q.t.dtype, d.mask_value);
-  const float scale = d.scale;
-  const bool dropping = d.dropout.p > 0.0f;
-  const AttnDropMask drop(d.dropout);
+  const AttnLogitRules rules(d);
   constexpr int64_t Br = scalar::kAttnTileQ, Bc = scalar::kAttnTileK;
   const int64_t D = d.D, Tq = d.Tq, Tk = d.Tk, Dp = pad16(D), Tkp = pad16(Tk);
   // Rows padded to a multiple of 4 (the micro-kernel's row block).
   const int64_t Tq4 = (Tq + 3) / 4 * 4, Tk4 = (Tk + 3) / 4 * 4;
   const float* lse_p = static_cast<const float*>(lse.data);
-#pragma omp parallel
+#pragma omp parallel firstprivate(rules)
   {
     const size_t nq = static_cast<size_t>(Tq4 * Dp), nk = static_cast<size_t>(Tk4 * Dp);
     // qf, dof, dqa, of [Tq][Dp]; kf [Tk][Dp]; kt, vt [D][Tkp]; dka, dva [Bc][Dp]; P, dS [Br][Bc].
@@ -452,7 +464,7 @@ void Kernels::attention_backward_impl(const AttentionProblem& d, const AttnOpera
     std::vector<float> P(static_cast<size_t>(Br * Bc), 0.0f), dS(P.size(), 0.0f);
 #pragma omp for schedule(dynamic)
     for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
-      const int32_t* kvb = kv + (bh / d.H) * Tk;
+      const int32_t* kvb = rules.kv + (bh / d.H) * Tk;
       const float* lse_bh = lse_p + bh * Tq;
       load_head_rows(qf.data(), Dp, d.q, d.H, bh, 0, Tq, D);
       load_head_rows(dof.data(), Dp, dout, d.H, bh, 0, Tq, D);
@@ -485,21 +497,21 @@ void Kernels::attention_backward_impl(const AttentionProblem& d, const AttnOpera
             float* dsrow = dS.data() + r * Bc;
             const float li = lse_bh[i0 + r], dii = di[static_cast<size_t>(i0 + r)];
             const int64_t first = (bh * Tq + i0 + r) * Tk + j0;
-            mask_row(prow, nc, kvb + j0, scale, mask);
+            mask_row(prow, nc, kvb + j0, rules.scale, rules.mask);
             // With dropout O = drop(P) V: dP through the mask (the gradient
             // wrt P), and dV from drop(P); D_i = rowsum(dO * O) is still
             // sum_j P_ij dP_ij. One hash per element serves both masks.
             uint32_t bits[Bc];
-            if (dropping) {
-              drop.bits(bits, nc, first);
-              drop.apply(dsrow, bits, nc);
+            if (rules.dropping) {
+              rules.drop.bits(bits, nc, first);
+              rules.drop.apply(dsrow, bits, nc);
             }
 #pragma omp simd
             for (int64_t c = 0; c < nc; ++c) {
               prow[c] = scalar::softmax_exp(prow[c], li);
               dsrow[c] = scalar::attention_ds(prow[c], dsrow[c], dii);
             }
-            if (dropping) drop.apply(prow, bits, nc);
+            if (rules.dropping) rules.drop.apply(prow, bits, nc);
           }
           // dV_tile += P^T dO_tile, dK_tile += dS^T Q_tile (sums over the
           // query tile's rows in order), dQ_tile += dS K_tile (over its keys).
@@ -507,10 +519,10 @@ void Kernels::attention_backward_impl(const AttentionProblem& d, const AttnOpera
           small_gemm(dka.data(), Dp, dS.data(), 1, Bc, qf.data() + i0 * Dp, Dp, nc, D, nr, true);
           small_gemm(dqa.data() + i0 * Dp, Dp, dS.data(), Bc, 1, kf.data() + j0 * Dp, Dp, nr, D, nc, true);
         }
-        store_head_rows(dk, d.H, bh, j0, dka.data(), Dp, nc, D, scale);
+        store_head_rows(dk, d.H, bh, j0, dka.data(), Dp, nc, D, rules.scale);
         store_head_rows(dv, d.H, bh, j0, dva.data(), Dp, nc, D, 1.0f);
       }
-      store_head_rows(dq, d.H, bh, 0, dqa.data(), Dp, Tq, D, scale);
+      store_head_rows(dq, d.H, bh, 0, dqa.data(), Dp, Tq, D, rules.scale);
     }
   }
 }
