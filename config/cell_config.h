@@ -164,6 +164,13 @@ struct ConvergenceSettings {
   std::optional<double> margin;
   std::string metric = "eval_loss";  // eval_loss | eval_accuracy
   double alpha = 0.05;               // each one-sided test's level
+  // Skipped steps beyond the baseline's that still leave a cell stable, as a
+  // fraction of the cell's steps over all its seeds. A dynamic loss scale
+  // skips a step each time it backs off: about 16 while it calibrates down
+  // from 2^16, then about one per growth interval (2,000 steps by default),
+  // so 1% leaves room for the calibration in runs of 2,000 steps or more.
+  // A shorter run that skips more did lose that share of its updates.
+  double max_skipped_fraction = 0.01;
 };
 
 // One cell: the base config with axis values applied.

@@ -16,9 +16,9 @@ namespace {
   throw ConfigError(file, mark.line + 1, mark.column + 1, key, message);
 }
 
-// A finite number in (lo, hi), as the whole of the scalar's text.
-double parse_open_interval(const std::string& file, const YAML::Node& node, const std::string& key, double lo,
-                           double hi, const char* range) {
+// A finite number in (lo, hi), or [lo, hi) with lo_allowed, as the whole of the scalar's text.
+double parse_in_range(const std::string& file, const YAML::Node& node, const std::string& key, double lo,
+                      bool lo_allowed, double hi, const char* range) {
   const std::string what = std::string("a number in ") + range;
   if (!node.IsScalar()) fail(file, node.Mark(), key, "expected " + what + ", got a " + (node.IsMap() ? "map" : "list"));
   const std::string& text = node.Scalar();
@@ -27,7 +27,7 @@ double parse_open_interval(const std::string& file, const YAML::Node& node, cons
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v))
     fail(file, node.Mark(), key, "expected " + what + ", got '" + text + "'");
-  if (!(v > lo && v < hi)) fail(file, node.Mark(), key, "expected " + what + ", got " + text);
+  if (!((v > lo || (lo_allowed && v == lo)) && v < hi)) fail(file, node.Mark(), key, "expected " + what + ", got " + text);
   return v;
 }
 
@@ -38,7 +38,7 @@ ConvergenceSettings parse_convergence_settings(const YAML::Node& value, const st
   if (value.IsNull()) return s;  // "convergence:" with everything commented out
   if (!value.IsMap())
     fail(file, value.Mark(), "convergence", "expected a map like {margin: 0.01, metric: eval_loss, alpha: 0.05}");
-  static const std::vector<std::string> kKeys = {"margin", "metric", "alpha"};
+  static const std::vector<std::string> kKeys = {"margin", "metric", "alpha", "max_skipped_fraction"};
   std::set<std::string> seen;
   for (auto it = value.begin(); it != value.end(); ++it) {
     const YAML::Node k = it->first, v = it->second;
@@ -50,10 +50,13 @@ ConvergenceSettings parse_convergence_settings(const YAML::Node& value, const st
     if (v.IsNull()) fail(file, where, path, "expected a value");
     if (name == "margin") {
       // A fraction of the baseline's mean final metric; 1 or more would call anything equivalent.
-      s.margin = parse_open_interval(file, v, path, 0.0, 1.0, "(0, 1)");
+      s.margin = parse_in_range(file, v, path, 0.0, false, 1.0, "(0, 1)");
     } else if (name == "alpha") {
       // Each one-sided test's level; 0.5 or more would reject on a coin flip.
-      s.alpha = parse_open_interval(file, v, path, 0.0, 0.5, "(0, 0.5)");
+      s.alpha = parse_in_range(file, v, path, 0.0, false, 0.5, "(0, 0.5)");
+    } else if (name == "max_skipped_fraction") {
+      // 0: no skip beyond the baseline's; 1 would let a cell skip every step.
+      s.max_skipped_fraction = parse_in_range(file, v, path, 0.0, true, 1.0, "[0, 1)");
     } else if (name == "metric") {
       if (!v.IsScalar() || (v.Scalar() != "eval_loss" && v.Scalar() != "eval_accuracy"))
         fail(file, where, path,

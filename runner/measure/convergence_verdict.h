@@ -26,6 +26,7 @@ struct SeedRun {
   int64_t batch_size = 0;            // samples per optimizer step
   int64_t nan_steps = 0;             // steps whose training loss was not finite
   int64_t skipped_steps = 0;         // optimizer steps skipped (non-finite gradients)
+  int64_t steps = 0;                 // optimizer steps the repeat ran
   bool diverged = false;             // final eval metric or last training loss not finite
 };
 
@@ -92,6 +93,8 @@ struct ConvergenceVerdict {
   std::optional<int> seeds_needed;
   // Stability: the cell's and the baseline's counts over all their seeds.
   int64_t diverged_seeds = 0, nan_steps = 0, skipped_steps = 0;
+  int64_t steps = 0;            // the cell's optimizer steps over all its seeds
+  int64_t skipped_allowed = 0;  // skips beyond the baseline's that keep it stable
   int64_t baseline_diverged_seeds = 0, baseline_nan_steps = 0, baseline_skipped_steps = 0;
 };
 
@@ -102,8 +105,11 @@ struct ConvergenceVerdict {
 //     at alpha (p_worse < alpha: the 1 - alpha lower bound of the worsening is
 //     above delta); `better` likewise the other way (p_better < alpha).
 //  4. `equivalent` when both of TOST's tests reject (max(p_lower, p_upper) <
-//     alpha) and the cell is stable: no diverged seed, and no more NaN steps
-//     and no more skipped steps than the baseline. Unstable: `inconclusive`.
+//     alpha) and the cell is stable: no diverged seed, no more NaN steps than
+//     the baseline, and no more skipped steps than the baseline's plus
+//     skipped_allowed = floor(max_skipped_fraction x the cell's steps over
+//     all seeds) (a dynamic loss scale's calibration skips are its normal
+//     work). Unstable: `inconclusive`.
 //  5. Otherwise `inconclusive` (the interval is too wide for the margin:
 //     seeds_needed says how many seeds would likely settle it).
 ConvergenceVerdict convergence_verdict(const std::vector<SeedRun>& baseline, const std::vector<SeedRun>& cell,

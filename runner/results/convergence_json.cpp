@@ -99,7 +99,8 @@ nlohmann::json time_to_target_json(const std::vector<SeedRun>& base, const std::
 nlohmann::json convergence_settings_json(const ConvergenceSettings& s) {
   return {{"margin", s.margin ? nlohmann::json(*s.margin) : nlohmann::json(nullptr)},
           {"metric", s.metric},
-          {"alpha", s.alpha}};
+          {"alpha", s.alpha},
+          {"max_skipped_fraction", s.max_skipped_fraction}};
 }
 
 ConvergenceSettings convergence_settings_from(const nlohmann::json& cell) {
@@ -109,6 +110,9 @@ ConvergenceSettings convergence_settings_from(const nlohmann::json& cell) {
   if (j.value("margin", nlohmann::json()).is_number()) s.margin = j.at("margin").get<double>();
   s.metric = j.value("metric", s.metric);
   s.alpha = j.value("alpha", s.alpha);
+  // Cells written before the key existed are judged with the default.
+  if (j.value("max_skipped_fraction", nlohmann::json()).is_number())
+    s.max_skipped_fraction = j.at("max_skipped_fraction").get<double>();
   return s;
 }
 
@@ -130,6 +134,7 @@ std::vector<SeedRun> seed_runs(const nlohmann::json& cell) {
     const nlohmann::json& loss = rep.at("loss");
     for (const nlohmann::json& x : loss) r.nan_steps += !std::isfinite(finite_or_nan(x));
     for (int s : rep.at("skipped").get<std::vector<int>>()) r.skipped_steps += s;
+    r.steps = int64_t(loss.size());
     const bool last_loss_finite = !loss.empty() && std::isfinite(finite_or_nan(loss.back()));
     r.diverged = !std::isfinite(r.final_eval_loss) || !last_loss_finite;
     runs.push_back(std::move(r));
@@ -183,6 +188,8 @@ void apply_convergence(nlohmann::json& cell, const nlohmann::json* baseline) {
   j["stability"] = {{"diverged_seeds", v.diverged_seeds},
                     {"nan_steps", v.nan_steps},
                     {"skipped_steps", v.skipped_steps},
+                    {"steps", v.steps},
+                    {"skipped_allowed", v.skipped_allowed},
                     {"baseline_diverged_seeds", v.baseline_diverged_seeds},
                     {"baseline_nan_steps", v.baseline_nan_steps},
                     {"baseline_skipped_steps", v.baseline_skipped_steps}};

@@ -18,6 +18,16 @@ TEST(ConvergenceSettings, DefaultsWithoutTheKey) {
   EXPECT_FALSE(e.convergence.margin.has_value());
   EXPECT_EQ(e.convergence.metric, "eval_loss");
   EXPECT_DOUBLE_EQ(e.convergence.alpha, 0.05);
+  EXPECT_DOUBLE_EQ(e.convergence.max_skipped_fraction, 0.01);
+}
+
+TEST(ConvergenceSettings, MaxSkippedFractionTakesZeroButNotOne) {
+  EXPECT_DOUBLE_EQ(load("name: x\nconvergence: {max_skipped_fraction: 0}\n").convergence.max_skipped_fraction, 0.0);
+  EXPECT_DOUBLE_EQ(load("name: x\nconvergence: {max_skipped_fraction: 0.2}\n").convergence.max_skipped_fraction, 0.2);
+  expect_points_at(error_of("name: x\nconvergence:\n  max_skipped_fraction: 1\n"), 3, 25,
+                   "convergence.max_skipped_fraction");
+  expect_points_at(error_of("name: x\nconvergence:\n  max_skipped_fraction: -0.1\n"), 3, 25,
+                   "convergence.max_skipped_fraction");
 }
 
 TEST(ConvergenceSettings, EveryCellGetsTheExperimentsSettings) {

@@ -133,6 +133,30 @@ TEST(ConvergenceVerdict, MoreSkippedOrNanStepsThanTheBaselineIsNeverEquivalent) 
   EXPECT_EQ(convergence_verdict(baseline(), cell, ConvergenceSettings{}).verdict, "inconclusive");
 }
 
+// A dynamic loss scale's calibration skips are its normal work: up to
+// max_skipped_fraction of the cell's steps (over all seeds) beyond the
+// baseline's keep a cell stable, one more does not.
+TEST(ConvergenceVerdict, SkippedStepsWithinTheAllowanceStayEquivalent) {
+  std::vector<SeedRun> base = baseline(), cell = baseline();
+  for (SeedRun& r : base) r.steps = 400;
+  for (SeedRun& r : cell) r.steps = 400;  // 2,000 steps over 5 seeds: 1% allows 20
+  cell[0].skipped_steps = 12;
+  cell[3].skipped_steps = 8;
+  ConvergenceVerdict v = convergence_verdict(base, cell, ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "equivalent") << v.reason;
+  EXPECT_EQ(v.steps, 2000);
+  EXPECT_EQ(v.skipped_allowed, 20);
+  cell[3].skipped_steps = 9;  // 21 > 0 + 20
+  v = convergence_verdict(base, cell, ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "inconclusive") << v.reason;
+  EXPECT_NE(v.reason.find("21 skipped steps vs the baseline's 0 + 20 allowed"), std::string::npos) << v.reason;
+  ConvergenceSettings strict;
+  strict.max_skipped_fraction = 0.0;
+  cell[3].skipped_steps = 0;
+  base[2].skipped_steps = 11;  // 12 > 11 + 0
+  EXPECT_EQ(convergence_verdict(base, cell, strict).verdict, "inconclusive");
+}
+
 TEST(ConvergenceVerdict, AccuracyIsWorseWhenLower) {
   std::vector<SeedRun> base, cell;
   const double acc[] = {0.80, 0.81, 0.79, 0.805, 0.795};
