@@ -20,14 +20,7 @@
 namespace mpb::opcheck {
 namespace {
 
-class Lamb : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (auto why = backend_unavailable(kBackend)) GTEST_SKIP() << *why;
-    dev_ = make_backend(kBackend);
-  }
-  std::unique_ptr<Device> dev_;
-};
+using Lamb = BackendUnderTest;
 
 // A flat buffer of `sizes` tensors, every third one excluded from decay; one
 // tensor starts at zero (||x|| = 0: ratio 1) and one excluded tensor gets a

@@ -21,12 +21,8 @@
 namespace mpb::opcheck {
 namespace {
 
-class OpContracts : public ::testing::Test {
+class OpContracts : public BackendUnderTest {
  protected:
-  void SetUp() override {
-    if (auto why = backend_unavailable(kBackend)) GTEST_SKIP() << *why;
-    dev_ = make_backend(kBackend);
-  }
   void TearDown() override {
     if (dev_) dev_->synchronize();
   }
@@ -54,7 +50,6 @@ class OpContracts : public ::testing::Test {
       }
     }
   }
-  std::unique_ptr<Device> dev_;
 };
 
 TEST_F(OpContracts, GemmRejectsBadArguments) {
