@@ -3,19 +3,18 @@
 // with exit 2 before anything is written, pointing at the value to change.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "runner/experiment/measured_window.h"
 #include "runner/commands/run_experiment.h"
 #include "tests/runner/config_test_helpers.h"
+#include "tests/runner/refused_run.h"
 
 namespace mpb {
 namespace {
 
 using namespace config_test;
-namespace fs = std::filesystem;
 
 TEST(MeasuredWindow, CountsUnprobedStepsAfterWarmup) {
   CellConfig c;
@@ -68,15 +67,8 @@ TEST(MeasuredWindow, LongEnoughWindowsPass) {
 
 TEST(MeasuredWindow, RunAndDryRunExitTwoAndWriteNothing) {
   const ExperimentConfig e = load("name: short\ndevice: cpu\nsteps: 3\nwarmup_steps: 1\n");
-  RunOptions opt;
-  opt.out_dir = ::testing::TempDir() + "mpb_measured_window";
-  opt.quiet = true;
-  fs::remove_all(opt.out_dir);
-  for (const bool dry_run : {true, false}) {
-    opt.dry_run = dry_run;
-    EXPECT_EQ(run_experiment(e, opt), kExitBadInput) << "dry_run " << dry_run;
-    EXPECT_FALSE(fs::exists(opt.out_dir)) << "dry_run " << dry_run;
-  }
+  RunOptions opt = quiet_run_into_fresh_dir("mpb_measured_window");
+  expect_refused_writing_nothing(e, opt);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "runner/measure/memory_fit.h"
 #include "runner/commands/run_experiment.h"
 #include "tests/runner/config_test_helpers.h"
+#include "tests/runner/refused_run.h"
 #include "train/cell_limits.h"
 
 namespace mpb {
@@ -55,15 +56,8 @@ TEST(MemoryFit, SmallCellsFit) {
 
 TEST(MemoryFit, RunAndDryRunExitTwoAndWriteNothing) {
   const ExperimentConfig e = load(kWideMatrix);
-  RunOptions opt;
-  opt.out_dir = ::testing::TempDir() + "mpb_memory_fit";
-  opt.quiet = true;
-  fs::remove_all(opt.out_dir);
-  for (const bool dry_run : {true, false}) {
-    opt.dry_run = dry_run;
-    EXPECT_EQ(run_experiment(e, opt), 2) << "dry_run " << dry_run;
-    EXPECT_FALSE(fs::exists(opt.out_dir)) << "dry_run " << dry_run;
-  }
+  RunOptions opt = quiet_run_into_fresh_dir("mpb_memory_fit");
+  expect_refused_writing_nothing(e, opt);
   // --filter leaves the big cell out: the rest lists (and would run).
   opt.dry_run = true;
   opt.filter = "model.width=64";
