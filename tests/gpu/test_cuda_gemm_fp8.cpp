@@ -52,16 +52,26 @@ std::unique_ptr<Device> fp8_device(std::string& skip) {
   return dev;
 }
 
-class CudaGemmFp8 : public ::testing::TestWithParam<std::tuple<Case, bool, bool, Dims>> {};
+// The tests that run on such a device (dev_), skipped with the reason elsewhere.
+class Fp8Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string skip;
+    dev_ = fp8_device(skip);
+    if (!dev_) GTEST_SKIP() << skip;
+  }
+  std::unique_ptr<Device> dev_;
+};
+
+class CudaGemmFp8 : public Fp8Gpu, public ::testing::WithParamInterface<std::tuple<Case, bool, bool, Dims>> {};
+using CudaGemmFp8Epilogue = Fp8Gpu;
+using CudaGemmFp8Probe = Fp8Gpu;
 
 TEST_P(CudaGemmFp8, MatchesFloat64OfQuantizedOperands) {
-  std::string skip;
-  auto dev = fp8_device(skip);
-  if (!dev) GTEST_SKIP() << skip;
   Fp8Check opt;
   opt.dims = std::get<3>(GetParam());
   opt.accum_u = kFp8TensorCoreU;
-  check_fp8_gemm(*dev, std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()), opt);
+  check_fp8_gemm(*dev_, std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()), opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGemmFp8,
@@ -72,10 +82,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaGemmFp8,
 // and accumulation into C (beta = 1, the weight gradient's micro-batches):
 // through the padded scratch (odd n: C copied in, bias zero-padded) and
 // directly (aligned). Neither takes the counted epilogue fallback any more.
-TEST(CudaGemmFp8Epilogue, Bf16BiasAndBetaFusedWithoutFallback) {
-  std::string skip;
-  auto dev = fp8_device(skip);
-  if (!dev) GTEST_SKIP() << skip;
+TEST_F(CudaGemmFp8Epilogue, Bf16BiasAndBetaFusedWithoutFallback) {
   for (const Dims& dims : {kOddDims, kAlignedDims}) {
     SCOPED_TRACE(dims.n);
     Fp8Check bias, accumulate;  // (epilogues take beta == 0: the Device contract)
@@ -85,12 +92,12 @@ TEST(CudaGemmFp8Epilogue, Bf16BiasAndBetaFusedWithoutFallback) {
     bias.bias_rounding = DType::BF16;
     accumulate.beta = 1.0f;
     for (const Fp8Check& opt : {bias, accumulate}) {
-      check_fp8_gemm(*dev, kFp8Cases[0], false, true, opt);  // a backward-like E4M3 x E5M2
-      check_fp8_gemm(*dev, kFp8Cases[3], false, true, opt);  // the forward E4M3 x E4M3, FAST_ACCUM
+      check_fp8_gemm(*dev_, kFp8Cases[0], false, true, opt);  // a backward-like E4M3 x E5M2
+      check_fp8_gemm(*dev_, kFp8Cases[3], false, true, opt);  // the forward E4M3 x E4M3, FAST_ACCUM
     }
   }
-  EXPECT_TRUE(dev->counters().gemm_fallbacks.empty())
-      << "epilogue fallbacks: " << dev->counters().gemm_fallbacks.begin()->first;
+  EXPECT_TRUE(dev_->counters().gemm_fallbacks.empty())
+      << "epilogue fallbacks: " << dev_->counters().gemm_fallbacks.begin()->first;
 }
 
 // BiasGelu with pre_act (GELU_AUX_BIAS; at n = 23 the aux goes through the
@@ -98,10 +105,7 @@ TEST(CudaGemmFp8Epilogue, Bf16BiasAndBetaFusedWithoutFallback) {
 // is not documented clearly: a refusal runs the counted fallback, which this
 // test prints (it is the answer to that question) rather than fails; the
 // values are checked either way.
-TEST(CudaGemmFp8Epilogue, Bf16BiasGeluWithPreAct) {
-  std::string skip;
-  auto dev = fp8_device(skip);
-  if (!dev) GTEST_SKIP() << skip;
+TEST_F(CudaGemmFp8Epilogue, Bf16BiasGeluWithPreAct) {
   for (const Dims& dims : {kOddDims, kAlignedDims}) {
     SCOPED_TRACE(dims.n);
     Fp8Check gelu;
@@ -109,10 +113,10 @@ TEST(CudaGemmFp8Epilogue, Bf16BiasGeluWithPreAct) {
     gelu.accum_u = kFp8TensorCoreU;
     gelu.epilogue = Epilogue::BiasGelu;
     gelu.bias_rounding = DType::BF16;
-    check_fp8_gemm(*dev, kFp8Cases[0], false, true, gelu);
-    check_fp8_gemm(*dev, kFp8Cases[3], false, true, gelu);
+    check_fp8_gemm(*dev_, kFp8Cases[0], false, true, gelu);
+    check_fp8_gemm(*dev_, kFp8Cases[3], false, true, gelu);
   }
-  for (const auto& [epilogue, count] : dev->counters().gemm_fallbacks)
+  for (const auto& [epilogue, count] : dev_->counters().gemm_fallbacks)
     std::printf("FP8 BiasGelu: cuBLASLt refused %s %lld times (counted fallback ran)\n", epilogue.c_str(),
                 static_cast<long long>(count));
 }
@@ -172,10 +176,7 @@ void lt_fp8_matmul(cublasLtHandle_t lt, int64_t n_lt, const float* scale_a, cons
   MPB_LT_OK(cublasLtMatmulDescDestroy(op));
 }
 
-TEST(CudaGemmFp8Probe, BackendLayoutRunsAndOldRulesAreReported) {
-  std::string skip;
-  auto dev = fp8_device(skip);
-  if (!dev) GTEST_SKIP() << skip;
+TEST_F(CudaGemmFp8Probe, BackendLayoutRunsAndOldRulesAreReported) {
   constexpr size_t kWs = size_t{32} << 20;
   void *codes = nullptr, *c = nullptr, *d = nullptr, *ws = nullptr;
   float* scales = nullptr;

@@ -25,12 +25,7 @@
 namespace mpb {
 namespace {
 
-using opcheck::fetch;
-using opcheck::Gen;
-using opcheck::Host;
-using opcheck::identical;
-using opcheck::ints;
-using opcheck::put;
+using namespace opcheck;  // the host-side tensors and generators (opcheck/host.h)
 
 // ---- availability (runs with or without a GPU) ------------------------------------
 

@@ -35,12 +35,7 @@
 namespace mpb {
 namespace {
 
-using opcheck::fetch;
-using opcheck::Gen;
-using opcheck::Host;
-using opcheck::identical;
-using opcheck::ints;
-using opcheck::put;
+using namespace opcheck;  // the host-side tensors and generators (opcheck/host.h)
 
 #ifdef MPB_HAVE_CUDNN_FRONTEND
 constexpr const char* kHalfImpl = "cudnn_sdpa";

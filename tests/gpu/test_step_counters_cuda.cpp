@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_device.h"
 #include "config/schema.h"
 #include "opcheck/host.h"
+#include "tests/models/model_test_helpers.h"
 #include "tests/train/train_test_helpers.h"
 #include "train/cell_factory.h"
 #include "train/trainer.h"
@@ -31,27 +32,28 @@ using opcheck::Gen;
 using opcheck::Host;
 using opcheck::put;
 
-CellConfig cell(bool bert, const std::string& precision, bool fused, int accumulation) {
+// 8 steps, 2 of them warm-up: BERT-tiny at sequence 32 on a 256-token corpus,
+// batch 16, or an MLP 64-(128 x 2)-8, batch 64.
+CellConfig sized_cell(bool bert) {
+  if (!bert)
+    return model_test::mlp_cell({/*hidden_layers=*/2, /*width=*/128, /*input_dim=*/64, /*classes=*/8,
+                                 /*batch_size=*/64, /*steps=*/8, /*warmup_steps=*/2, /*eval_samples=*/100});
   CellConfig c;
-  train_test::take_every_step_path(c, precision, fused, accumulation);
   c.steps = 8;
   c.warmup_steps = 2;
-  if (bert) {
-    c.model.kind = ModelKind::Bert;
-    c.model.size = "tiny";
-    c.model.seq_len = 32;
-    c.data.kind = DataKind::Markov;
-    c.data.vocab = 256;
-    c.data.eval_samples = 20;
-    c.batch_size = 16;
-  } else {
-    c.model.hidden_layers = 2;
-    c.model.width = 128;
-    c.data.input_dim = 64;
-    c.data.classes = 8;
-    c.data.eval_samples = 100;
-    c.batch_size = 64;
-  }
+  c.model.kind = ModelKind::Bert;
+  c.model.size = "tiny";
+  c.model.seq_len = 32;
+  c.data.kind = DataKind::Markov;
+  c.data.vocab = 256;
+  c.data.eval_samples = 20;
+  c.batch_size = 16;
+  return c;
+}
+
+CellConfig cell(bool bert, const std::string& precision, bool fused, int accumulation) {
+  CellConfig c = sized_cell(bert);
+  train_test::take_every_step_path(c, precision, fused, accumulation);
   return c;
 }
 
