@@ -132,39 +132,36 @@ void add_mode_options(CLI::App& app, CommandLine& cl) {
       ->type_name("DIR");
 }
 
+// The runner's one-line error on stderr; `code`, the exit code, back for the
+// caller to return.
+int fail_with(int code, const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  return code;
+}
+
 // The parsed values into cl.opt; a value CLI11 cannot judge alone is refused
 // here: kExitBadInput, else nullopt.
 std::optional<int> finish_options(CommandLine& cl) {
   mpb::RunOptions& opt = cl.opt;
   opt.order = mpb::parse_run_order(cl.order);
   if (cl.assume_gpu_opt->count() && opt.assume_gpu.empty()) {
-    std::fprintf(stderr, "error: --assume-gpu '': name a GPU (rtx3090, a100, h100, l4, rtx4090, ...; docs/CONFIG.md)\n");
-    return mpb::kExitBadInput;
+    return fail_with(mpb::kExitBadInput,
+                     "--assume-gpu '': name a GPU (rtx3090, a100, h100, l4, rtx4090, ...; docs/CONFIG.md)");
   }
-  if (std::string error; !opt.assume_gpu.empty() && !mpb::assumed_gpu_basis(opt.assume_gpu, &error)) {
-    std::fprintf(stderr, "error: %s\n", error.c_str());
-    return mpb::kExitBadInput;
-  }
+  if (std::string error; !opt.assume_gpu.empty() && !mpb::assumed_gpu_basis(opt.assume_gpu, &error))
+    return fail_with(mpb::kExitBadInput, error);
   if (cl.seed_opt->count()) opt.order_seed = cl.order_seed;
   if (!cl.lock_clocks.empty()) {
     std::string error;
     opt.lock_clocks = mpb::parse_clock_lock(cl.lock_clocks, &error);
-    if (!opt.lock_clocks) {
-      std::fprintf(stderr, "error: %s\n", error.c_str());
-      return mpb::kExitBadInput;
-    }
+    if (!opt.lock_clocks) return fail_with(mpb::kExitBadInput, error);
   }
   if (!cl.shard.empty()) {
     std::string error;
     opt.shard = mpb::parse_shard(cl.shard, &error);
-    if (!opt.shard) {
-      std::fprintf(stderr, "error: %s\n", error.c_str());
-      return mpb::kExitBadInput;
-    }
-    if (!cl.export_dir.empty()) {
-      std::fprintf(stderr, "error: --shard and --export-reference do not combine (the export is one cell)\n");
-      return mpb::kExitBadInput;
-    }
+    if (!opt.shard) return fail_with(mpb::kExitBadInput, error);
+    if (!cl.export_dir.empty())
+      return fail_with(mpb::kExitBadInput, "--shard and --export-reference do not combine (the export is one cell)");
   }
   return std::nullopt;
 }
@@ -175,8 +172,7 @@ int run_command(const CommandLine& cl) {
   try {
     exp = mpb::load_experiment(cl.file);
   } catch (const mpb::ConfigError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return mpb::kExitBadInput;
+    return fail_with(mpb::kExitBadInput, e.what());
   }
   if (!cl.export_dir.empty()) return mpb::run_export_reference(exp, cl.opt.filter, cl.export_dir);
   std::signal(SIGINT, on_sigint);
@@ -185,11 +181,9 @@ int run_command(const CommandLine& cl) {
     if (cl.find_max_batch) return mpb::run_find_max_batch(exp, cl.opt);
     return mpb::run_experiment(exp, cl.opt);
   } catch (const mpb::ResultDirBusy& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return mpb::kExitBusy;
+    return fail_with(mpb::kExitBusy, e.what());
   } catch (const std::exception& e) {  // DeviceError and the rest: a failed run
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return mpb::kExitFailure;
+    return fail_with(mpb::kExitFailure, e.what());
   }
 }
 
