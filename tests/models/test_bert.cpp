@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "models/bert.h"
 #include "models/mlm_data.h"
+#include "tests/models/bert_batch.h"
 #include "train/trainer.h"
 
 namespace mpb {
@@ -24,16 +25,13 @@ namespace {
 
 // ---- the float64 reference ------------------------------------------------------------
 
-struct Problem {
-  BertConfig cfg;
-  int64_t batch = 2;
-  std::vector<int32_t> ids, mask, y;
-};
+using Problem = model_test::BertBatch;
 
 // L2 H16 A2 V37 T8, two sequences: one full, one with 3 padding positions;
 // targets at a few real positions only.
 Problem tiny_problem(bool pre_ln, bool fused, int layers = 2) {
   Problem p;
+  p.batch = 2;
   p.cfg.layers = layers;
   p.cfg.hidden = 16;
   p.cfg.heads = 2;

@@ -17,6 +17,7 @@
 #include "config/schema.h"
 #include "core/rng.h"
 #include "models/bert.h"
+#include "tests/models/bert_batch.h"
 
 namespace mpb {
 namespace {
@@ -24,19 +25,16 @@ namespace {
 // 16 sequences of 32 tokens (some padded), hidden 32, vocabulary 61; labels
 // on 15% of the real tokens as MlmData draws them. The sparse head's
 // capacity is then well below the 512 positions.
-struct Batch {
-  BertConfig cfg;
-  int64_t B = 16;
-  std::vector<int32_t> ids, mask, y;
-};
+using Batch = model_test::BertBatch;
 
 Batch make_batch(bool pre_ln, bool fused, MlmHead head, double label_prob = 0.15) {
   Batch b;
+  b.batch = 16;
   b.cfg.layers = 2, b.cfg.hidden = 32, b.cfg.heads = 2, b.cfg.ffn = 64, b.cfg.vocab = 61, b.cfg.seq_len = 32;
   b.cfg.pre_ln = pre_ln, b.cfg.fused = fused, b.cfg.mlm_head = head;
   const int T = b.cfg.seq_len;
   Rng rng(77);
-  for (int64_t s = 0; s < b.B; ++s) {
+  for (int64_t s = 0; s < b.batch; ++s) {
     const int n = s % 5 == 0 ? 5 + static_cast<int>(s) : T - 2;  // real tokens between [CLS] and [SEP]
     for (int t = 0; t < T; ++t) {
       const bool real = t <= n + 1;
@@ -57,7 +55,7 @@ struct HeadRun {
 
 HeadRun run_head(const Batch& b, const std::string& precision) {
   auto dev = make_cpu_device();
-  auto model = make_bert(*dev, b.cfg, resolve_policy(precision), b.B, 11);
+  auto model = make_bert(*dev, b.cfg, resolve_policy(precision), b.batch, 11);
   dev->upload(model->input(), b.ids.data());
   dev->upload(model->input_mask(), b.mask.data());
   DeviceBuffer y = dev->alloc(Shape{static_cast<int64_t>(b.y.size())}, DType::I32, MemCategory::Activations);
@@ -113,8 +111,8 @@ TEST(BertSparseHead, CapacityIsFixedAndBelowThePositions) {
   BertConfig c = bert_preset("mini");
   EXPECT_EQ(bert_mlm_rows(c, 32), 800);  // 605 masked positions expected in 4096
   const Batch b = make_batch(false, false, MlmHead::Sparse);
-  const int64_t M = bert_mlm_rows(b.cfg, b.B);
-  EXPECT_LT(M, b.B * b.cfg.seq_len);
+  const int64_t M = bert_mlm_rows(b.cfg, b.batch);
+  EXPECT_LT(M, b.batch * b.cfg.seq_len);
   EXPECT_EQ(M % 8, 0);  // tensor-core friendly
   const int64_t labelled = std::count_if(b.y.begin(), b.y.end(), [](int32_t v) { return v >= 0; });
   EXPECT_GE(M, labelled);

@@ -50,15 +50,9 @@ CellConfig small_mlp(const char* precision) {
 
 CellConfig small_bert(const char* precision) {
   CellConfig c;
-  c.model.kind = ModelKind::Bert;
-  c.model.layers = 3;
-  c.model.hidden = 64;
-  c.model.heads = 4;
-  c.model.seq_len = 32;
-  c.data.kind = DataKind::Markov;
-  c.data.vocab = 300;
+  model_test::make_bert(c, {/*layers=*/3, /*hidden=*/64, /*heads=*/4, /*seq_len=*/32, /*vocab=*/300,
+                            /*batch_size=*/8});
   c.data.eval_samples = 16;
-  c.batch_size = 8;
   c.steps = 2;
   c.warmup_steps = 0;
   set_precision(c, precision);
