@@ -30,6 +30,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
+#include "backends/cuda/block_scan.cuh"
 #include "backends/cuda/kernel_util.cuh"
 #include "ops/dtype_io.h"
 
@@ -80,15 +81,7 @@ __global__ void embedding_scan_kernel(const int* counts, int64_t V, int* start) 
   for (int64_t v = v0; v < v1; ++v) total += counts[v];
   chunk_base[threadIdx.x] = total;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int run = 0;
-    for (int t = 0; t < kThreads; ++t) {
-      const int c = chunk_base[t];
-      chunk_base[t] = run;
-      run += c;
-    }
-    start[V] = run;
-  }
+  if (threadIdx.x == 0) start[V] = exclusive_prefix_in_order(chunk_base);
   __syncthreads();
   int run = chunk_base[threadIdx.x];
   for (int64_t v = v0; v < v1; ++v) {

@@ -12,6 +12,7 @@
 // synchronising call reports as a DeviceError (backends/cuda/cuda_device.cpp).
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_device_impl.h"
+#include "backends/cuda/block_scan.cuh"
 #include "backends/cuda/kernel_util.cuh"
 #include "ops/label_partition.h"
 
@@ -29,15 +30,7 @@ __global__ void label_positions_kernel(const int32_t* labels, int64_t n, int64_t
   const int64_t hi = b + per < n ? b + per : n;
   before[threadIdx.x] = scalar::count_labelled(labels, lo, hi);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int64_t run = 0;
-    for (int t = 0; t < kThreads; ++t) {
-      const int64_t c = before[t];
-      before[t] = run;
-      run += c;
-    }
-    total = run;
-  }
+  if (threadIdx.x == 0) total = exclusive_prefix_in_order(before);
   __syncthreads();
   const int64_t lost = scalar::place_labelled(labels, lo, hi, before[threadIdx.x], total, cap, pos, pos_labels);
   if (lost > 0) raise_flag(flags, kFlagLostLabel);
