@@ -58,12 +58,14 @@ def _edit_manifest(result_dir, edit):
     _save(path, manifest)
 
 
-def _edit_csv(result_dir, edit_row, drop_columns=()):
-    """edit_row(row dict) on every row of summary.csv, less drop_columns."""
+def _edit_csv(result_dir, edit_row, drop_columns=(), drop_prefixes=()):
+    """edit_row(row dict) on every row of summary.csv, less drop_columns and columns starting with a
+    drop_prefixes entry."""
     path = os.path.join(result_dir, "summary.csv")
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    columns = [c for c in (rows[0].keys() if rows else []) if c not in drop_columns]
+    columns = [c for c in (rows[0].keys() if rows else [])
+               if c not in drop_columns and not c.startswith(tuple(drop_prefixes))]
     for row in rows:
         edit_row(row)
     with open(path, "w", newline="", encoding="utf-8") as f:
@@ -240,12 +242,14 @@ def as_gpu(result_dir, machine):
     _edit_cells(result_dir, cell_edit)
 
 
-# What an older runner (before issues 8, 18 and 28) did not write.
+# What an older runner (before run orders, speed-up intervals, noise, the environment record, run ids,
+# the memory triple and convergence verdicts) did not write.
 LEGACY_MANIFEST_KEYS = ("run_id", "order", "noise", "git", "build", "environment", "cell_config_hashes", "vocabulary")
-LEGACY_CELL_KEYS = ("run_id",)
-LEGACY_SUMMARY_KEYS = ("speedup_interval", "speedup_verdict", "noise", "memory")
+LEGACY_CELL_KEYS = ("run_id", "convergence_settings")
+LEGACY_SUMMARY_KEYS = ("speedup_interval", "speedup_verdict", "noise", "memory", "convergence")
 LEGACY_REPEAT_KEYS = ("order", "round", "position", "started", "started_s", "memory")
 LEGACY_CSV_COLUMNS = ("speedup_lo", "speedup_hi", "speedup_verdict", "step_cv", "noisy")
+LEGACY_CSV_PREFIXES = ("convergence_", "ttt_", "diverged_seeds", "nan_steps")
 
 
 def as_legacy(result_dir):
@@ -265,4 +269,4 @@ def as_legacy(result_dir):
                 rep.pop(key, None)
     _edit_manifest(result_dir, manifest_edit)
     _edit_cells(result_dir, cell_edit)
-    _edit_csv(result_dir, lambda row: None, drop_columns=LEGACY_CSV_COLUMNS)
+    _edit_csv(result_dir, lambda row: None, drop_columns=LEGACY_CSV_COLUMNS, drop_prefixes=LEGACY_CSV_PREFIXES)

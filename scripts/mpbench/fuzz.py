@@ -3,10 +3,11 @@
 
 Usage: fuzz_results.py [--seconds S] [--seed N] [--runner PATH] [--set DIR]... [--keep DIR]
 
-Each input is a copy of a pristine result set (synthetic ones from
-make_synthetic_results.py; a real one --runner PATH makes from REAL_EXPERIMENT,
-fp32/bf16/fp16 with and without loss scaling and numerics histograms; every
---set DIR) with one to
+Each input is a copy of a pristine result set (the runner's: --runner PATH,
+default as mpbench.fixtures finds it, makes the fixtures' default set and two
+edited copies of it, an older runner's format and a GPU's identity run in
+sequential order, and REAL_EXPERIMENT, fp32/bf16/fp16 with and without loss
+scaling and numerics histograms; every --set DIR) with one to
 three mutations of its cell files (a cell JSON, or now and then the manifest):
 a value replaced by another type, NaN, inf, 1e308, a negative or a huge number;
 a key or list item deleted; an object turned into a list and back; the text cut
@@ -38,8 +39,7 @@ import warnings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 from mpbench.compare import gate as compare  # noqa: E402
-import make_synthetic_results as synth  # noqa: E402
-from mpbench import SOURCE_DIR  # noqa: E402
+from mpbench import SOURCE_DIR, fixtures  # noqa: E402
 from mpbench.report import build as report  # noqa: E402
 from mpbench.tiny_experiment import run_on_cpu, write_mlp_experiment  # noqa: E402
 
@@ -172,14 +172,14 @@ def real_set(work, runner):
     return run_on_cpu(runner, path, os.path.join(work, "real"), env=dict(os.environ, OMP_NUM_THREADS="1"))
 
 
-def pristine_sets(work, extra, runner=None):
-    """Synthetic sets of several shapes, a real one when `runner` is given, then those given with --set."""
-    sets = [synth.make_result_set(os.path.join(work, "pristine", "mlp")),
-            synth.make_result_set(os.path.join(work, "pristine", "legacy"), legacy=True, repeats=2),
-            synth.make_result_set(os.path.join(work, "pristine", "gpu"), machine="h100", repeats=3,
-                                  order="sequential")]
-    if runner:
-        sets.append(real_set(work, runner))
+def pristine_sets(work, extra, runner):
+    """The runner's sets of several shapes (the fixtures' default, an older format, a GPU's identity in
+    sequential order, REAL_EXPERIMENT), then those given with --set."""
+    sets = [fixtures.result_set(os.path.join(work, "pristine", "mlp"), runner=runner),
+            fixtures.result_set(os.path.join(work, "pristine", "legacy"), legacy=True, repeats=2, runner=runner),
+            fixtures.result_set(os.path.join(work, "pristine", "gpu"), machine="h100", repeats=3,
+                                order="sequential", runner=runner),
+            real_set(work, runner)]
     return sets + [os.path.abspath(d) for d in extra]
 
 
@@ -187,7 +187,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60, help="how long to fuzz (default 60)")
     parser.add_argument("--seed", type=int, default=1, help="the mutation seed (default 1)")
-    parser.add_argument("--runner", metavar="PATH", help="a built runner: mutate a real set it makes too")
+    parser.add_argument("--runner", metavar="PATH",
+                        help="the built runner that makes the pristine sets (default: $MPB_RUNNER_PATH, "
+                             "$MPB_RUNNER, else build/runner)")
     parser.add_argument("--set", action="append", default=[], metavar="DIR",
                         help="a real result set to mutate as well (repeatable)")
     parser.add_argument("--report-every", type=int, default=8, metavar="K",
@@ -204,8 +206,8 @@ def main(argv=None):
     findings, inputs, commands = 0, 0, 0
     with tempfile.TemporaryDirectory(prefix="mpb-fuzz-results-") as work:
         try:
-            sets = pristine_sets(work, args.set, args.runner)
-        except (OSError, RuntimeError) as e:
+            sets = pristine_sets(work, args.set, fixtures.runner_path(args.runner))
+        except (OSError, RuntimeError) as e:     # fixtures.RunnerMissing included: says to build the runner
             print(f"fuzz_results: error: {e}", file=sys.stderr)
             return 2
         start = time.monotonic()

@@ -32,7 +32,7 @@ import threading
 from e2e_helpers import RUNNER, SOURCE_DIR, report
 
 sys.path.insert(0, os.path.join(SOURCE_DIR, "scripts"))
-import make_synthetic_results as synth  # noqa: E402
+from mpbench import fixtures  # noqa: E402
 
 PYTHON = sys.executable or "/usr/bin/python3"
 # doctor's cheapest run: no op checks, a short load watch, tiny ceiling GEMMs.
@@ -42,8 +42,8 @@ DOCTOR = ["doctor", "--device", "cpu", "--selftest-seconds", "0", "--load-second
 
 def writers(tmp):
     """(name, argv before --json PATH, the JSON's schema or None)."""
-    base = synth.make_result_set(os.path.join(tmp, "base"), experiment="s", repeats=3, steps=20)
-    new = synth.make_result_set(os.path.join(tmp, "new"), experiment="s", repeats=3, steps=20)
+    base = fixtures.result_set(os.path.join(tmp, "base"), experiment="s", repeats=3, steps=20)   # the runner's
+    new = fixtures.result_set(os.path.join(tmp, "new"), experiment="s", repeats=3, steps=20)
     compare = [PYTHON, os.path.join(SOURCE_DIR, "scripts", "compare.py")]
     return [
         ("runner doctor", [RUNNER, *DOCTOR, "--out", tmp], "mpbench.doctor/1"),

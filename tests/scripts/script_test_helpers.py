@@ -3,8 +3,9 @@
 Why a module: every test needs the same three things (where the scripts are,
 a synthetic result set in a temporary directory, and a way to run a script
 as a user would, as a subprocess with its exit code) and they should be
-written once. Result sets come from scripts/make_synthetic_results.py, so
-tests and demos use the same generator.
+written once. Result sets are real runs of the built runner on tiny CPU
+experiments, with named edits for what a CPU run cannot show
+(scripts/mpbench/fixtures.py): there is one runner, the C++ one.
 """
 
 import json
@@ -21,7 +22,8 @@ if not os.path.isdir(os.path.join(SOURCE_DIR, "scripts")):      # tests copied e
 SCRIPTS = os.path.join(SOURCE_DIR, "scripts")
 sys.path.insert(0, SCRIPTS)
 
-import make_synthetic_results as synth  # noqa: E402
+from mpbench import fixtures  # noqa: E402
+from mpbench.results import slugify  # noqa: E402
 
 # The scripts run on the interpreter running the tests (CTest: Debian's /usr/bin/python3).
 PYTHON = sys.executable or "/usr/bin/python3"
@@ -39,6 +41,7 @@ class TempDirTest(unittest.TestCase):
     """A test case with a fresh temporary directory (self.tmp) removed afterwards."""
 
     tmp_prefix = "mpb-test-"
+    set_defaults = {}          # make_set's keywords unless a call gives them
 
     def setUp(self):
         self._tmp = tempfile.TemporaryDirectory(prefix=self.tmp_prefix)
@@ -48,8 +51,8 @@ class TempDirTest(unittest.TestCase):
         self._tmp.cleanup()
 
     def make_set(self, name, **kwargs):
-        """A synthetic result directory self.tmp/<name> (kwargs: make_result_set's)."""
-        return synth.make_result_set(os.path.join(self.tmp, name), **kwargs)
+        """A result directory self.tmp/<name>: a copy of a real tiny run (kwargs: fixtures.result_set's)."""
+        return fixtures.result_set(os.path.join(self.tmp, name), **dict(self.set_defaults, **kwargs))
 
     def assertExit(self, proc, code):
         """assertEqual on the exit code, showing the script's output when it fails."""
@@ -58,7 +61,7 @@ class TempDirTest(unittest.TestCase):
 
 
 def cell_path(result_dir, cell_id):
-    return os.path.join(result_dir, "cells", synth.slugify(cell_id) + ".json")
+    return os.path.join(result_dir, "cells", slugify(cell_id) + ".json")
 
 
 def edit_json(path, edit):

@@ -4,7 +4,7 @@
 Machine, CPU governor, libraries, compiler and build flags, git commit and dirty
 flag, environment overrides (manifest.json, docs/RESULTS.md): a text section and
 the JSON field "environment_differences". Unit tests of scripts/mpbench_environment.py
-on plain manifests, then compare.py as a subprocess on synthetic sets.
+on plain manifests, then compare.py as a subprocess on sets the runner made.
 """
 
 import copy
@@ -12,22 +12,33 @@ import json
 import os
 import unittest
 
-from script_test_helpers import TempDirTest, edit_manifest, run_script
+from script_test_helpers import TempDirTest, edit_manifest, fixtures, run_script
 
-import make_synthetic_results as synth  # noqa: E402  (scripts/ is on sys.path via the helpers)
 from mpbench.results.environment import environment_differences, environment_text  # noqa: E402
 
 
+def runner_environment_fields():
+    """The build and environment record (git, build, environment) of a real run's manifest, as of a
+    clean checkout (git.dirty false: the build's tree may be dirty) run without the OMP_NUM_THREADS
+    override the fixtures run under."""
+    with open(os.path.join(fixtures.pristine_run(), "manifest.json"), encoding="utf-8") as f:
+        written = json.load(f)
+    fields = {key: written[key] for key in ("git", "build", "environment")}
+    fields["environment"]["overrides"] = {}
+    fields["git"]["dirty"] = False
+    return fields
+
+
 def manifest(**changes):
-    """A manifest as the runner writes it (the synthetic CPU machine's), with dotted-key changes."""
-    profile = synth.MACHINES["cpu"]
+    """A manifest as the runner writes it (its build and environment record a real run's), with
+    dotted-key changes."""
     m = {"compiler": "GNU 12.2.0", "git_commit": "abc",
          "machine": {"hostname": "h", "cpu_model": "EPYC", "cores": 2, "cpu_flags": ["avx2"], "memory_bytes": 8,
                      "os": "Debian", "kernel": "6.1",
                      "cpu_clocks": {"governor": None, "mhz": 2596.1, "why": "no cpufreq in this VM"}},
          "libraries": {"onednn": "3.0.0", "cublas": None},
          "device": {"kind": "cpu", "name": "EPYC", "gpu": None}}
-    m.update(copy.deepcopy(synth.environment_fields(profile)))
+    m.update(runner_environment_fields())
     for key, value in changes.items():
         node = m
         parts = key.split("__")
@@ -140,6 +151,13 @@ class CompareNamesEnvironment(TempDirTest):
     def test_same_machine_lists_what_changed_without_failing(self):
         base = self.make_set("base")
         new = self.make_set("new")
+        with open(os.path.join(base, "manifest.json"), encoding="utf-8") as f:
+            written = json.load(f)
+        # Both as run from a clean checkout on a machine with cpufreq and oneDNN 3.0.0 (the VM reports no
+        # governor, and the runner may have been built from a dirty tree).
+        for results in (base, new):
+            edit_manifest(results, lambda m: (m["machine"]["cpu_clocks"].update(governor="performance"),
+                                              m["libraries"].update(onednn="3.0.0"), m["git"].update(dirty=False)))
 
         def edit(m):
             m["libraries"]["onednn"] = "3.1.0"
@@ -158,7 +176,7 @@ class CompareNamesEnvironment(TempDirTest):
                           "libraries.onednn", "environment.overrides.NVIDIA_TF32_OVERRIDE"])
         self.assertIn("Environment differences, BASE -> NEW (6):", proc.stdout)
         for line in ("libraries.onednn", "3.0.0 -> 3.1.0", "performance -> powersave",
-                     "(not set) -> 0", "false -> true", "synthetic -> def456"):
+                     "(not set) -> 0", "false -> true", f"{written['git_commit']} -> def456"):
             self.assertIn(line, proc.stdout)
         # Printed before the verdicts, beside the sets it describes.
         self.assertLess(proc.stdout.index("Environment differences"), proc.stdout.index("Change NEW vs BASE"))

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Tests of scripts/report.py: every figure, the self-contained HTML and the Markdown.
 
-Synthetic result sets cover the full feature set (numerics, loss scale,
-checkpointing), a minimal run (optional data absent: those plots must be
+Result sets the runner made (script_test_helpers.make_set) cover the full
+feature set (numerics, loss scale, checkpointing), a minimal run (optional data absent: those plots must be
 skipped with a note, not crash), a damaged-but-valid run (nulls, missing
 optional fields, no baseline, interrupted), a BERT cell beside MLP cells
 (no speed-up across models, its own convergence panels), cells that differ
@@ -12,6 +12,7 @@ without them.
 """
 
 import html
+import json
 import math
 import os
 import re
@@ -26,15 +27,18 @@ import numpy as np
 matplotlib.use("Agg")
 
 from script_test_helpers import (SOURCE_DIR, TempDirTest, all_cell_ids, edit_cell, edit_manifest,  # noqa: E402
-                                 run_script, synth)
+                                 fixtures, run_script)
 
-from mpbench import results as mr  # noqa: E402  (scripts/ is on sys.path via the helpers)
+from mpbench import fixture_edits  # noqa: E402  (scripts/ is on sys.path via the helpers)
+from mpbench import results as mr  # noqa: E402
 from mpbench.report import labels as report_labels  # noqa: E402
 from mpbench.report import plots as report_plots  # noqa: E402
 
-ALL_PLOTS = {"speedup.png", "memory.png", "convergence.png", "loss_scale.png", "grad_hist.png",
-             "checkpointing.png"}
-ALWAYS_PLOTS = {"speedup.png", "memory.png", "convergence.png"}
+# eval_loss_diff.png: the runner judges every cell's convergence against the baseline's (summary.convergence).
+ALL_PLOTS = {"speedup.png", "memory.png", "convergence.png", "eval_loss_diff.png", "loss_scale.png",
+             "grad_hist.png", "checkpointing.png"}
+ALWAYS_PLOTS = {"speedup.png", "memory.png", "convergence.png", "eval_loss_diff.png"}
+ONE_CELL_PLOTS = ALWAYS_PLOTS - {"eval_loss_diff.png"}   # no cell to judge against the baseline
 
 
 class ReportOutputs(TempDirTest):
@@ -65,8 +69,8 @@ class ReportOutputs(TempDirTest):
             self.assertIn(f"]({png})", md)
         return page, md
 
-    def test_full_synthetic_set(self):
-        results = self.make_set("full")
+    def test_full_set(self):
+        results = self.make_set("full", include=fixtures.DEFAULT_INCLUDE + fixtures.CHECKPOINT_INCLUDE)
         out = self.run_report(results)
         self.assertEqual(self.pngs(out), ALL_PLOTS)
         for png in ALL_PLOTS:
@@ -76,8 +80,9 @@ class ReportOutputs(TempDirTest):
         for cid in all_cell_ids(results):
             self.assertIn(cid, md)
         # machine, versions, emulation note, table columns
-        self.assertIn("AMD EPYC 7B13 (synthetic)", page)
-        self.assertIn("onednn 3.0.0", page)
+        self.assertIn(fixtures.CPU_NAME, page)
+        with open(os.path.join(results, "manifest.json"), encoding="utf-8") as f:
+            self.assertIn(f"onednn {json.load(f)['libraries']['onednn']}", page)
         self.assertIn("amp_fp16 is emulated on this device", page)
         for column in ("samples/s", "speedup", "step ms median", "p10", "p90", "GFLOP/s", "% of ceiling",
                        "peak memory", "final loss", "eval loss", "eval acc", "skipped steps"):
@@ -122,26 +127,23 @@ class ReportOutputs(TempDirTest):
 
     def test_single_cell_run_without_matrix(self):
         """CONFIG.md: no matrix means one cell with id "base" and no axes."""
-        results = self.make_set("one", matrix={}, include=[], baseline={})
+        results = self.make_set("one", matrix={}, include=[], baseline={}, numerics=False)
         out = self.run_report(results)
-        self.assertEqual(self.pngs(out), ALWAYS_PLOTS)
+        self.assertEqual(self.pngs(out), ONE_CELL_PLOTS)
         page, _ = self.check_self_contained(out, results)
         self.assertIn(">base (baseline)<", page)
 
     def test_canonical_loss_scale_id_counts_as_a_loss_scale(self):
         """An axis value like "dynamic{init:1024}" is a dynamic loss scale: the loss-scale plot appears."""
         results = self.make_set("ls", numerics=False,
-                                include=[{"precision": "amp_fp16", "loss_scale": "dynamic{init:1024}"}])
+                                include=[{"precision": "amp_fp16", "loss_scale": {"mode": "dynamic", "init": 1024}}])
         out = self.run_report(results)
         self.assertIn("loss_scale.png", self.pngs(out))
 
     def test_stale_figures_from_an_older_report_are_removed(self):
-        results = self.make_set("full")
-        out = self.run_report(results)
-        shutil.rmtree(os.path.join(results, "cells"))
-        shutil.copytree(os.path.join(self.make_set("minimal", numerics=False, include=[]), "cells"),
-                        os.path.join(results, "cells"))
-        self.run_report(results)
+        out = self.run_report(self.make_set("full"), os.path.join(self.tmp, "report"))
+        self.assertIn("grad_hist.png", self.pngs(out))
+        self.run_report(self.make_set("minimal", numerics=False, include=[], repeats=1), out)
         self.assertEqual(self.pngs(out), ALWAYS_PLOTS)
 
     def test_damaged_but_valid_set(self):
@@ -217,7 +219,7 @@ class ReportOutputs(TempDirTest):
         self.assertIn("differs from the manifest", proc.stderr)
 
 
-BERT_ID = synth.cell_id(synth.BERT_INCLUDE)
+BERT_ID = fixtures.cell_id(fixtures.BERT_INCLUDE)
 
 
 def read_outputs(out):
@@ -268,7 +270,7 @@ class ReportDefects(TempDirTest):
     def bert_set(self, name, **kwargs):
         """MLP cells (the default matrix) plus a BERT cell: another model than the baseline's."""
         kwargs.setdefault("numerics", False)
-        return self.make_set(name, include=synth.DEFAULT_INCLUDE + [synth.BERT_INCLUDE], **kwargs)
+        return self.make_set(name, include=fixtures.DEFAULT_INCLUDE + [fixtures.BERT_INCLUDE], **kwargs)
 
     def run_report(self, results):
         proc = run_script("report.py", results)
@@ -385,22 +387,23 @@ class ReportDefects(TempDirTest):
         self.assertEqual([r["key"] for r in legend], [r["key"] for r in html_table_after(page, "<h2>Cells</h2>")])
 
     def test_labels_distinct_when_cells_differ_only_in_a_map_field(self):
-        """Defect 4: "dynamic{init:1024}" and "dynamic{init:65536}" both have mode dynamic; their labels
+        """Defect 4: "dynamic{init:1024}" and "dynamic{init:4096}" both have mode dynamic; their labels
         (loss-scale legend, convergence legend, gradient histograms) must still differ, by the sub-field."""
-        small = {"precision": "amp_fp16", "fusion": "on", "loss_scale": "dynamic{init:1024}"}
-        large = {"precision": "amp_fp16", "fusion": "on", "loss_scale": "dynamic{init:65536}"}
+        small = {"precision": "amp_fp16", "fusion": "on", "loss_scale": {"mode": "dynamic", "init": 1024}}
+        large = {"precision": "amp_fp16", "fusion": "on", "loss_scale": {"mode": "dynamic", "init": 4096}}
         results = self.make_set("maps", matrix={"precision": ["fp32", "amp_fp16"]}, include=[small, large])
         rs = mr.load_results(results)
-        ids = [synth.cell_id(small), synth.cell_id(large)]
+        ids = ["precision=amp_fp16,fusion=on,loss_scale=dynamic{init:1024}",
+               "precision=amp_fp16,fusion=on,loss_scale=dynamic{init:4096}"]
         cells = [rs.by_id[i] for i in ids]
         labels = report_labels.cell_labels(rs, cells)
         self.assertNotEqual(labels[ids[0]], labels[ids[1]])
         self.assertIn("loss_scale.init=1024", labels[ids[0]])
-        self.assertIn("loss_scale.init=65536", labels[ids[1]])
+        self.assertIn("loss_scale.init=4096", labels[ids[1]])
         # even when the label leaves loss_scale out, the clash falls back to the sub-field
         labels = report_labels.cell_labels(rs, cells, skip=("precision", "loss_scale"))
         self.assertIn("loss_scale.init=1024", labels[ids[0]])
-        self.assertIn("loss_scale.init=65536", labels[ids[1]])
+        self.assertIn("loss_scale.init=4096", labels[ids[1]])
 
         fig = report_plots.plot_loss_scale(rs)
         texts = legend_texts(fig.axes[0])
@@ -412,7 +415,7 @@ class ReportDefects(TempDirTest):
         fp16 = next(ax for ax in fig.axes if ax.get_title().startswith("amp_fp16: loss vs step"))
         texts = legend_texts(fp16)
         self.assertEqual(len(texts), len(set(texts)), texts)
-        self.assertTrue(any("init=1024" in t for t in texts) and any("init=65536" in t for t in texts), texts)
+        self.assertTrue(any("init=1024" in t for t in texts) and any("init=4096" in t for t in texts), texts)
         report_plots.plt.close(fig)
         fig = report_plots.plot_grad_histograms(rs)
         titles = [ax.get_title().split(" — ")[0] for ax in fig.axes if ax.get_visible()]
@@ -424,7 +427,7 @@ class ReportDefects(TempDirTest):
         include = [{"precision": "amp_fp16", "loss_scale": "dynamic", "loss_scale.growth_interval": str(n)}
                    for n in (100, 400)]
         rs = mr.load_results(self.make_set("sub", matrix={"precision": ["fp32"]}, include=include))
-        cells = [rs.by_id[synth.cell_id(a)] for a in include]
+        cells = [rs.by_id[fixtures.cell_id(a)] for a in include]
         labels = report_labels.cell_labels(rs, cells)
         self.assertIn("loss_scale.growth_interval=100", labels[cells[0].cell_id])
         self.assertIn("loss_scale.growth_interval=400", labels[cells[1].cell_id])
@@ -440,12 +443,13 @@ class ReportNewFields(TempDirTest):
 
     def test_speedup_interval_and_verdict(self):
         results = self.make_set("iv")
-        # tf32 runs at fp32 speed on the CPU, but an interval from 5 synthetic
-        # rounds may still exclude 1.0 (1 time in 20): pin one that straddles it.
-        def straddle(c):
-            c["summary"]["speedup_interval"].update(lo=0.99, hi=1.02)
-            c["summary"]["speedup_verdict"] = "no measurable difference"
-        edit_cell(results, "precision=tf32,fusion=off", straddle)
+        # Which verdicts a tiny run on busy shared cores reaches is chance: pin one interval of each kind.
+        def pin(speedup, lo, hi, verdict):
+            return lambda c: (c["summary"]["speedup_interval"].update(lo=lo, hi=hi),
+                              c["summary"].update(speedup=speedup, speedup_verdict=verdict))
+        edit_cell(results, "precision=tf32,fusion=off", pin(1.0, 0.99, 1.02, "no measurable difference"))
+        edit_cell(results, "precision=amp_bf16,fusion=on", pin(1.3, 1.2, 1.4, "faster"))
+        edit_cell(results, "precision=amp_fp16,fusion=off", pin(0.7, 0.6, 0.8, "slower"))
         rs = mr.load_results(results)
         page, md = self.run_report(results)
         verdicts = {c.cell_id: c.summary.get("speedup_verdict") for c in rs.cells}
@@ -543,19 +547,19 @@ class ReportNewFields(TempDirTest):
 
     def test_quiet_run(self):
         _, md = self.run_report(self.make_set("quiet", numerics=False, include=[]))
-        self.assertIn("The machine was quiet in all 5 round(s).", md)
+        self.assertIn(f"The machine was quiet in all {fixtures.DEFAULT_REPEATS} round(s).", md)
         self.assertIn("No cell's step times were flagged as noisy.", md)
         self.assertIn("(quiet).", md)
 
     def test_run_order_in_machine_section(self):
         _, md = self.run_report(self.make_set("inter", numerics=False, include=[]))
-        self.assertIn("- **run order**: interleaved: 5 round(s), each running one repeat of every cell", md)
+        self.assertIn(f"- **run order**: interleaved: {fixtures.DEFAULT_REPEATS} round(s), each running one repeat of every cell", md)
         results = self.make_set("seq", numerics=False, include=[], order="sequential", busy_rounds={2: 0.4})
         _, md = self.run_report(results)
         self.assertIn("- **run order**: sequential: every repeat of a cell back to back", md)
         third = all_cell_ids(results)[2]
         key = report_labels.cell_keys(mr.load_results(results))[third]
-        self.assertIn(f"Busy rounds: while {key} ({third}) ran: all 5 of its repeats", md)
+        self.assertIn(f"Busy rounds: while {key} ({third}) ran: all {fixtures.DEFAULT_REPEATS} of its repeats", md)
 
     def test_older_set_keeps_the_old_behaviour(self):
         """No intervals, noise or order (an older runner): repeat ranges, and the section says why it is empty."""
@@ -585,7 +589,7 @@ class ReaderNewFields(TempDirTest):
         self.assertIsNone(mr.parse_map_setting(2.5))
 
     def test_speedup_never_across_models(self):
-        results = self.make_set("bert", numerics=False, include=[synth.BERT_INCLUDE])
+        results = self.make_set("bert", numerics=False, include=[fixtures.BERT_INCLUDE])
         edit_cell(results, BERT_ID, lambda d: d["summary"].update(speedup=0.04))
         rs = mr.load_results(results)
         bert = rs.by_id[BERT_ID]
@@ -608,7 +612,7 @@ class ReaderNewFields(TempDirTest):
             self.assertFalse(c.records_speedup_intervals())
             self.assertEqual(c.repeat_rounds(), [])
         self.assertEqual(new.run_order().mode, "interleaved")
-        self.assertEqual(len(new.run_order().rounds), 5)
+        self.assertEqual(len(new.run_order().rounds), fixtures.DEFAULT_REPEATS)
         noise = new.noise()
         self.assertTrue(noise.busy)
         self.assertEqual([w.round for w in noise.busy_rounds()], [0])
@@ -621,16 +625,16 @@ class ReaderNewFields(TempDirTest):
         self.assertLess(iv.lo, new.speedup(other))
         self.assertGreater(iv.hi, new.speedup(other))
         self.assertEqual(iv.confidence_text(), "95%")
-        self.assertEqual(other.speedup_verdict(), "faster")
-        self.assertEqual(sorted(r for _, r in other.repeat_rounds()), list(range(5)))
+        self.assertEqual(other.speedup_verdict(), fixture_edits.verdict(other.summary["speedup_interval"]))
+        self.assertEqual(sorted(r for _, r in other.repeat_rounds()), list(range(fixtures.DEFAULT_REPEATS)))
 
 
-def fp8_numerics(steps, layers=3):
-    """Numerics samples as an fp8 cell's runner writes them (docs/RESULTS.md): every 10 steps a gradient
-    histogram and, per linear layer, its input and weight (E4M3) and grad_output (E5M2) with known scales:
-    input 2^(6+L), weight 2^12, grad_output 2^(20+L+step//30), so over 3 layers the grad_output median is
-    2^(21+step//30)."""
-    rng = np.random.default_rng(0)
+def fp8_numerics(real, steps, layers=3):
+    """Numerics samples as an fp8 cell's runner writes them (docs/RESULTS.md), with planted scales: every 10
+    steps the real run's gradient histogram of that step (`real`: the repeat's numerics) and, per linear
+    layer, its input and weight (E4M3) and grad_output (E5M2) with known scales: input 2^(6+L), weight 2^12,
+    grad_output 2^(20+L+step//30), so over 3 layers the grad_output median is 2^(21+step//30)."""
+    grads = {s["step"]: s["grads"] for s in real["samples"]}
     samples = []
     for step in range(10, steps + 1, 10):
         tensors = []
@@ -639,7 +643,7 @@ def fp8_numerics(steps, layers=3):
                                           ("grad_output", "e5m2", 20 + layer + step // 30)):
                 tensors.append({"name": f"linear{layer}.{role}", "format": fmt, "scale": 2.0 ** log2_scale,
                                 "amax": 448.0 / 2.0 ** log2_scale, "saturated_fraction": 0.0})
-        samples.append({"step": step, "grads": synth.grad_histogram(rng, step, steps),
+        samples.append({"step": step, "grads": grads[step],
                         "activations": {"underflow_fraction": 0.0, "overflow_fraction": 0.0}, "fp8": tensors})
     return {"sample_every": 10, "cost_fraction": 0.01, "samples": samples}
 
@@ -651,12 +655,12 @@ class ReportFp8(TempDirTest):
     """Issue 15: the FP8 scales per tensor on the loss-scale plot, the E5M2 range on the gradient histograms."""
 
     def fp8_set(self, name, include=(), scales=True):
-        """fp32 (baseline), amp_bf16 and fp8, none scaling the loss; the fp8 cell's numerics carry its FP8
-        tensors when `scales` (the synthetic generator gives numerics to amp cells only)."""
+        """fp32 (baseline), amp_bf16 and fp8, none scaling the loss, 60 steps; with `scales`, numerics sampled
+        and the fp8 cell's FP8 scales planted (fp8_numerics), without it no numerics at all."""
         results = self.make_set(name, matrix={"precision": ["fp32", "amp_bf16", "fp8"]}, include=list(include),
-                                repeats=2, baseline={"precision": "fp32"})
+                                repeats=2, steps=60, baseline={"precision": "fp32"}, numerics=scales)
         if scales:
-            edit_cell(results, FP8_ID, lambda c: [r.update(numerics=fp8_numerics(c["config"]["steps"]))
+            edit_cell(results, FP8_ID, lambda c: [r.update(numerics=fp8_numerics(r["numerics"], c["config"]["steps"]))
                                                   for r in c["repeats"]])
         return results
 
