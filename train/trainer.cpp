@@ -229,6 +229,7 @@ EvalPoint Trainer::evaluate(int step) {
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
     total.count += s.count;
+    if (opt_.on_eval_chunk) opt_.on_eval_chunk();
   }
   if (Fp8Linears* fp8 = model_.fp8()) fp8->discard();  // evaluation's amaxes are no training step's
   return {step, total.loss_sum / double(total.count), double(total.correct) / double(total.count)};

@@ -76,6 +76,9 @@ struct TrainOptions {
   // Sleep this long inside every timed step: a planted, known slowdown for
   // testing the regression gate end to end (runner --inject-step-delay-ms).
   double inject_step_delay_ms = 0.0;
+  // Called after each chunk of an evaluation pass: a long evaluation is
+  // progress to the runner's watchdog, not a stall (runner/results/watchdog.h).
+  std::function<void()> on_eval_chunk;
 };
 
 // One training run, step by step (tests drive it directly; train() loops).

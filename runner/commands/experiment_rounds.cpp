@@ -164,6 +164,7 @@ nlohmann::json ExperimentRun::train_repeat(const RunUnit& unit, size_t ri) {
   std::unique_ptr<Model> model = build_model(*dev, cfg, cfg.seed + r);
   TrainOptions train_opt;
   train_opt.inject_step_delay_ms = opt_.inject_step_delay_ms;
+  train_opt.on_eval_chunk = [this] { watchdog_->alive(); };
   std::string rss_caveat;  // the CPU's process_peak_bytes: this repeat's own peak when the reset works
   if (info_.kind == DeviceKind::Cpu) reset_resident_peak(&rss_caveat);
   if (telemetry_) telemetry_->begin();

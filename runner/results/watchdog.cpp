@@ -19,7 +19,7 @@ std::string WatchdogReport::reason() const {
     std::snprintf(buf, sizeof buf, "hung: the repeat ran %.1f s, over --cell-timeout %.1f s (last completed step %d/%d)",
                   waited_s, limit_s, last_step, steps);
   else
-    std::snprintf(buf, sizeof buf, "hung: no step completed for %.1f s (limit %.1f s; last completed step %d/%d)",
+    std::snprintf(buf, sizeof buf, "hung: no step completed (nor evaluation chunk) for %.1f s (limit %.1f s; last completed step %d/%d)",
                   waited_s, limit_s, last_step, steps);
   return buf;
 }
@@ -43,15 +43,20 @@ void Watchdog::arm(const std::string& what, int steps) {
   steps_ = steps;
   last_step_ = 0;
   intervals_.clear();
-  started_ = last_progress_ = Clock::now();
+  started_ = last_step_at_ = last_progress_ = Clock::now();
 }
 
 void Watchdog::progress(int step) {
   std::lock_guard<std::mutex> lock(mu_);
   const Clock::time_point now = Clock::now();
-  if (last_step_ > 0) intervals_.push_back(std::chrono::duration<double>(now - last_progress_).count());
-  last_progress_ = now;
+  if (last_step_ > 0) intervals_.push_back(std::chrono::duration<double>(now - last_step_at_).count());
+  last_step_at_ = last_progress_ = now;
   last_step_ = step;
+}
+
+void Watchdog::alive() {
+  std::lock_guard<std::mutex> lock(mu_);
+  last_progress_ = Clock::now();
 }
 
 void Watchdog::disarm() {

@@ -26,8 +26,10 @@ struct WatchdogLimits {
 // The automatic stall limit: before the first step completes, 600 s (it
 // includes one-time set-up: oneDNN primitives, cuBLASLt heuristics, cuDNN
 // plans); after, 20x the median interval between completed steps so far, at
-// least 60 s (a step's own spread, an evaluation pass between steps or a
-// noisy neighbour stay far inside it). `stall_s` > 0 replaces the rule.
+// least 60 s (a step's own spread or a noisy neighbour stay far inside it).
+// An evaluation pass is no stall however long it is (512 eval samples at
+// batch 8 are 64 forward passes, over a minute on two busy cores): each of
+// its chunks is progress (Watchdog::alive). `stall_s` > 0 replaces the rule.
 double stall_limit_seconds(const std::vector<double>& step_intervals_s, double stall_s);
 
 // What was running when the watchdog fired.
@@ -53,6 +55,7 @@ class Watchdog {
 
   void arm(const std::string& what, int steps);  // a repeat starts
   void progress(int step);                        // step `step` completed
+  void alive();                                   // progress between steps (an evaluation chunk)
   void disarm();                                  // the repeat ended
 
  private:
@@ -66,7 +69,10 @@ class Watchdog {
   bool stop_ = false, armed_ = false;
   std::string what_;
   int steps_ = 0, last_step_ = 0;
-  Clock::time_point started_, last_progress_;
+  // last_step_at_: when the last step completed (the intervals the limit is
+  // made of); last_progress_: the last step or alive(), what the limit is
+  // held against.
+  Clock::time_point started_, last_step_at_, last_progress_;
   std::vector<double> intervals_;
   std::thread thread_;  // last: starts after the members it reads
 };

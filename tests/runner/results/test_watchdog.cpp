@@ -69,6 +69,24 @@ TEST(Watchdog, StaysQuietWhileStepsComplete_AndWhenDisarmed) {
   EXPECT_EQ(fired.load(), 0);
 }
 
+// An evaluation pass longer than the limit is no hang while its chunks come
+// in; after the last chunk the limit counts again.
+TEST(Watchdog, EvaluationChunksAreProgress) {
+  Recorder rec;
+  Watchdog dog({0.5, 0.0}, rec.handler());
+  dog.arm("cell x repeat 1", 10);
+  dog.progress(1);
+  for (int chunk = 0; chunk < 15; ++chunk) {  // 1.5 s of evaluation, 0.1 s per chunk
+    std::this_thread::sleep_for(100ms);
+    dog.alive();
+  }
+  EXPECT_EQ(rec.fired.load(), 0) << rec.seen.reason();
+  dog.progress(2);
+  ASSERT_TRUE(wait_for(rec.fired, 10000ms)) << "no step and no chunk: a hang";
+  EXPECT_EQ(rec.seen.last_step, 2);
+  EXPECT_NE(rec.seen.reason().find("nor evaluation chunk"), std::string::npos) << rec.seen.reason();
+}
+
 TEST(Watchdog, RepeatLimitFiresEvenWithProgress) {
   Recorder rec;
   Watchdog dog({60.0, 0.3}, rec.handler());
