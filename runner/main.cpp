@@ -96,9 +96,10 @@ void add_watchdog_options(CLI::App& app, mpb::RunOptions& opt) {
   for (const auto& [name, seconds, help] : {
            std::tuple<const char*, double*, const char*>{
                "--stall-timeout", &opt.watchdog.stall_s,
-               "seconds without a completed step after which a repeat counts as hung (default: automatic, 20x the "
-               "median step so far, at least 60 s; 600 s before the first step). A hung cell is recorded in failed/ "
-               "and the runner restarts itself (--resume) to run the other cells; the exit code is 1"},
+               "seconds without a completed step (or evaluation chunk) after which a repeat counts as hung (default: "
+               "automatic, 20x the median step so far, at least 60 s; 600 s before the first step). A hung cell is "
+               "recorded in failed/ and the runner restarts itself (--resume) to run the other cells; the exit code "
+               "is 1"},
            {"--cell-timeout", &opt.watchdog.repeat_s,
             "seconds one repeat of a cell may take at most, set-up included (default: no limit); over it, the cell "
             "is recorded as hung like a stall"}})
