@@ -151,16 +151,16 @@ def pristine_run(*, experiment="fixture", repeats=DEFAULT_REPEATS, steps=DEFAULT
 
 
 def result_set(out_dir, *, machine="cpu", slow=None, legacy=False, busy_rounds=None, noisy_cells=None,
-               steady=None, drift=None, **experiment):
+               steady=None, **experiment):
     """A copy of a real tiny run at out_dir, with the named edits applied; returns out_dir.
 
     experiment: pristine_run's keywords (experiment, repeats, steps, matrix, include, baseline,
     numerics, order, run, runner). The edits (mpbench/fixture_edits.py), in this order:
       every set: the machine reads as quiet and no cell as noisy (edits.quiet: the shared
           machine's load must not decide a test), the CPU named as fixtures.CPU_NAME;
-      steady=(sd, seed): every repeat of a cell as its first, then drift=(sd, seed) (edits.steady_repeats):
-          a known repeat-to-repeat spread, for tests of the gate's statistics;
-      drift=(sd, seed): every repeat's step times scaled by one factor near 1 (edits.drift);
+      steady=(sd, seed): every repeat of a cell as its first (edits.steady_repeats), then each
+          repeat's step times scaled by a factor of spread sd (edits.drift): a known
+          repeat-to-repeat spread, for tests of the gate's statistics;
       slow={cell id: factor}: that cell's throughput times factor (edits.slow_down);
       busy_rounds={round: fraction}: that round busy (edits.plant_busy_round);
       noisy_cells={cell id: robust CV}: that cell flagged noisy (edits.plant_noisy_cell);
@@ -172,8 +172,6 @@ def result_set(out_dir, *, machine="cpu", slow=None, legacy=False, busy_rounds=N
     if steady:
         edits.steady_repeats(out_dir)
         edits.drift(out_dir, *steady)
-    if drift:
-        edits.drift(out_dir, *drift)
     for cid, factor in (slow or {}).items():
         edits.slow_down(out_dir, cid, factor)
     for round_, fraction in (busy_rounds or {}).items():
@@ -187,11 +185,11 @@ def result_set(out_dir, *, machine="cpu", slow=None, legacy=False, busy_rounds=N
     return out_dir
 
 
-def _pair(text, convert):
-    """"KEY=VALUE" -> (KEY, convert(VALUE)), split at the last "=" (cell ids hold "=" too)."""
+def _pair(text, key_type):
+    """"KEY=NUMBER" -> (key_type(KEY), float(NUMBER)), split at the last "=" (cell ids hold "=" too)."""
     key, _, value = text.rpartition("=")
     try:
-        return convert(key) if convert is int else key, float(value)
+        return key_type(key), float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected KEY=NUMBER, got {text!r}") from None
 

@@ -16,13 +16,11 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 import unittest
 
 import matplotlib
-import numpy as np
 
 matplotlib.use("Agg")
 
