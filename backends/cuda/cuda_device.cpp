@@ -14,6 +14,7 @@
 #include "backends/cuda/cuda_device_impl.h"
 #include "backends/cuda/gemm_cublaslt.h"
 #include "backends/cuda/pinned_staging.h"
+#include "core/library_version.h"
 
 namespace mpb {
 
@@ -23,14 +24,18 @@ namespace {
 // 80;86;89;90): older GPUs have no kernel image to run.
 constexpr int kMinCcMajor = 8;
 
-// "13.0" from 13000 (cudaRuntimeGetVersion / cudaDriverGetVersion encoding).
-std::string cuda_version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+// "13.0" from 13000 (core/library_version.h decodes it; the manifest has always
+// said major.minor for CUDA, whose patch is 0); "none" for 0 (no driver).
+std::string cuda_version_string(int v) {
+  const std::optional<LibraryVersion> d = decode_cuda_version(v);
+  return d ? std::to_string(d->major) + "." + std::to_string(d->minor) : std::string("none");
+}
 
 #ifdef MPB_HAVE_CUDNN
-// cuDNN 9 encodes major*10000 + minor*100 + patch.
+// "9.19.0" (cuDNN 8's older encoding decoded too); "not loaded" for 0.
 std::string cudnn_version_string() {
-  const size_t v = cudnnGetVersion();
-  return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
+  const std::optional<LibraryVersion> d = decode_cudnn_version(cudnnGetVersion());
+  return d ? d->str() : std::string("not loaded");
 }
 #endif
 
@@ -136,8 +141,7 @@ std::vector<std::pair<std::string, std::string>> cuda_library_versions() {
   std::vector<std::pair<std::string, std::string>> v;
   int runtime = 0, driver = 0;
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) v.emplace_back("cuda_runtime", cuda_version_string(runtime));
-  if (cudaDriverGetVersion(&driver) == cudaSuccess)
-    v.emplace_back("cuda_driver", driver > 0 ? cuda_version_string(driver) : std::string("none"));
+  if (cudaDriverGetVersion(&driver) == cudaSuccess) v.emplace_back("cuda_driver", cuda_version_string(driver));
   v.emplace_back("cublasLt", cuda::cublaslt_version_string());
   int major = 0, minor = 0, patch = 0;
   if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
@@ -201,25 +205,9 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     std::snprintf(bus, sizeof bus, "%08X:%02X:%02X.0", unsigned(prop.pciDomainID), unsigned(prop.pciBusID),
                   unsigned(prop.pciDeviceID));
     info_.pci_bus_id = bus;  // NVML's format; CUDA_VISIBLE_DEVICES renumbers devices, bus ids stay
-    int runtime = 0, driver = 0;
-    MPB_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-    MPB_CUDA_CHECK(cudaDriverGetVersion(&driver));
-    info_.versions.emplace_back("cuda_runtime", cuda_version_string(runtime));
-    info_.versions.emplace_back("cuda_driver", cuda_version_string(driver));
-    info_.versions.emplace_back("cublasLt", cublaslt_version_string());
-    {
-      // libcublas (linked; the runner's manifest has a "cublas" slot). GEMMs go through cuBLASLt.
-      int major = 0, minor = 0, patch = 0;
-      MPB_CUBLAS_CHECK(cublasGetProperty(MAJOR_VERSION, &major));
-      MPB_CUBLAS_CHECK(cublasGetProperty(MINOR_VERSION, &minor));
-      MPB_CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &patch));
-      info_.versions.emplace_back("cublas", std::to_string(major) + "." + std::to_string(minor) + "." +
-                                                std::to_string(patch));
-    }
-#ifdef MPB_HAVE_CUDNN
-    info_.versions.emplace_back("cudnn", cudnn_version_string());
-#endif
-    info_.versions.emplace_back("cudnn_frontend", cudnn_frontend_version());
+    // The list doctor prints (cuda_library_versions): CUDA runtime and driver,
+    // cuBLASLt, libcublas (linked; GEMMs go through cuBLASLt), cuDNN, its frontend.
+    info_.versions = cuda_library_versions();
 
     staging_ = std::make_unique<PinnedStaging>(*this, stream_);
 #ifdef MPB_HAVE_CUDNN_FRONTEND
