@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 
 #include "models/subword_tokenizer.h"
@@ -82,6 +85,30 @@ std::string too_short(const std::string& path, int64_t size, int seq_len) {
          " needs at least " + std::to_string(MlmData::min_text_bytes(seq_len));
 }
 
+// A corpus's token ids for one tokenizer. Encoding is most of a text cell's
+// set-up (about a second for the shipped 4 MB corpus), and every repeat of
+// every cell builds its dataset afresh: the last kKept encodings stay for the
+// process, keyed by the text's hash, the tokenizer's cache key and the split's
+// tail length (the split follows from the text and it). At most 4 x 5 bytes
+// per corpus byte; the cells' own copies are in estimate_memory.
+struct EncodedCorpus {
+  std::vector<int32_t> train, held_out;
+};
+
+template <typename Encode>
+std::shared_ptr<const EncodedCorpus> encoded_corpus(const std::string& key, Encode encode) {
+  constexpr size_t kKept = 4;
+  static std::mutex mu;
+  static std::deque<std::pair<std::string, std::shared_ptr<const EncodedCorpus>>> recent;  // oldest first
+  const std::lock_guard<std::mutex> lock(mu);
+  for (const auto& [k, e] : recent)
+    if (k == key) return e;
+  auto made = std::make_shared<const EncodedCorpus>(encode());
+  recent.emplace_back(key, made);
+  if (recent.size() > kKept) recent.pop_front();
+  return made;
+}
+
 std::string too_large(const std::string& path, int64_t size) {
   return "'" + path + "' has " + std::to_string(size) + " bytes (" + std::to_string(size >> 20) +
          " MiB), over the " + std::to_string(MlmData::kMaxTextBytes >> 20) +
@@ -146,14 +173,21 @@ MlmData MlmData::from_text(const std::string& path, uint64_t seed, const MlmOpti
                                  " pieces: data.vocab less 4 specials): " + e.what());
       }
     }();
-    auto encode = [&](const std::vector<std::string>& docs, std::vector<int32_t>& out) {
-      for (const std::string& doc : docs)
-        for (const int32_t id : tok.encode(doc)) out.push_back(kSpecials + id);
-    };
-    encode(split.train, d.train_ids_);
-    encode(split.held_out, d.eval_ids_);
+    const std::string corpus_hash = hex64(fnv1a64(text));
+    const auto encoded = encoded_corpus(corpus_hash + "/" + tok.hash() + "/" + std::to_string(span), [&] {
+      EncodedCorpus e;
+      auto encode = [&](const std::vector<std::string>& docs, std::vector<int32_t>& out) {
+        for (const std::string& doc : docs)
+          for (const int32_t id : tok.encode(doc)) out.push_back(kSpecials + id);
+      };
+      encode(split.train, e.train);
+      encode(split.held_out, e.held_out);
+      return e;
+    });
+    d.train_ids_ = encoded->train;
+    d.eval_ids_ = encoded->held_out;
     d.tokenizer_.model_hash = tok.model_hash();
-    d.tokenizer_.corpus_hash = hex64(fnv1a64(text));
+    d.tokenizer_.corpus_hash = corpus_hash;
     d.tokenizer_.cache_key = tok.hash();
     d.tokenizer_.pieces = tok.pieces();
     d.tokenizer_.vocab = tok.pieces() + kSpecials;

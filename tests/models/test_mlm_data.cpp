@@ -394,5 +394,31 @@ TEST(MlmData, SentencePieceTokenizerFactsFollowTheCorpus) {
   std::filesystem::remove_all(base);
 }
 
+// from_text keeps recent encodings for the process (every repeat builds its
+// dataset afresh): a later call must reuse one only for the same text and
+// tokenizer, whatever the path, and give what a first encoding gives.
+TEST(MlmData, ReusedEncodingsFollowTheTextAndTheTokenizer) {
+  const std::string cache = ::testing::TempDir() + "mpb_mlm_reuse_" + std::to_string(::getpid());
+  MlmOptions o;
+  o.seq_len = 24;
+  const std::string a = text_test::join_form_feed(text_test::documents(80, 6, 41));
+  const std::string b = text_test::join_form_feed(text_test::documents(80, 6, 42));
+  auto data = [&](const std::string& text, int pieces) {
+    const std::string path = write_temp_text("mlm_reuse.txt", text);  // the same path every time
+    MlmData d = MlmData::from_text(path, 1, o, {TextTokenizer::Kind::SentencePiece, pieces, cache});
+    std::remove(path.c_str());
+    return d;
+  };
+  const MlmData first = data(a, 100);
+  const MlmData other_text = data(b, 100);
+  const MlmData other_pieces = data(a, 80);
+  const MlmData again = data(a, 100);
+  EXPECT_TRUE(same(again.train_batch(3, 16), first.train_batch(3, 16)));
+  EXPECT_TRUE(same(again.eval_batch(0, 16), first.eval_batch(0, 16)));
+  EXPECT_FALSE(same(other_text.train_batch(3, 16), first.train_batch(3, 16)));
+  EXPECT_FALSE(same(other_pieces.train_batch(3, 16), first.train_batch(3, 16)));
+  std::filesystem::remove_all(cache);
+}
+
 }  // namespace
 }  // namespace mpb
