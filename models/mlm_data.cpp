@@ -289,6 +289,23 @@ HostBatch MlmData::train_batch(int64_t step, int64_t size) const {
   return b;
 }
 
+std::optional<ContextFreeLoss> MlmData::context_free_loss(int64_t eval_samples) const {
+  if (eval_ids_.empty() || eval_samples < 1) return std::nullopt;
+  std::vector<int64_t> counts(static_cast<size_t>(vocab_size()), 0);
+  for (const int32_t id : eval_ids_) ++counts[static_cast<size_t>(id)];
+  const double total = double(eval_ids_.size());
+  ContextFreeLoss c;
+  for (const int32_t y : eval_batch(0, eval_samples).y) {
+    if (y < 0) continue;
+    // A label is a held-out token (content() draws windows of eval_ids_), so its count is at least 1.
+    c.loss -= std::log(double(counts[static_cast<size_t>(y)]) / total);
+    ++c.labels;
+  }
+  if (c.labels == 0) return std::nullopt;
+  c.loss /= double(c.labels);
+  return c;
+}
+
 HostBatch MlmData::eval_batch(int64_t offset, int64_t size) const {
   HostBatch b;
   b.size = size;

@@ -61,6 +61,17 @@ struct TokenizerFacts {
   int vocab = 0;            // pieces + MlmData::kSpecials (BERT's embedding rows before padding)
 };
 
+// The best loss a model that ignores the context can reach on the held-out
+// masked tokens: the held-out token stream's own unigram distribution (its
+// entropy's cross-entropy form), scored on exactly the labels the trainer
+// evaluates. No model trained on the training part does better without
+// using the context, so a held-out loss below it shows the model learned
+// more than token frequencies (issue 31's sanity bar).
+struct ContextFreeLoss {
+  double loss = 0.0;   // nats per label
+  int64_t labels = 0;  // the masked tokens it averages over
+};
+
 struct MlmOptions {
   int seq_len = 128;
   double mask_prob = 0.15;
@@ -110,6 +121,10 @@ class MlmData final : public Dataset {
   std::optional<TokenizerFacts> tokenizer() const {
     return tokenizer_.model_hash.empty() ? std::nullopt : std::optional<TokenizerFacts>(tokenizer_);
   }
+  // Text corpora: ContextFreeLoss over the labels of eval samples
+  // [0, eval_samples) (what the trainer evaluates); nullopt for the Markov
+  // corpus (its held-out set is not a token stream) or when they hold no label.
+  std::optional<ContextFreeLoss> context_free_loss(int64_t eval_samples) const;
 
  private:
   MlmData(uint64_t seed, int tokens, const MlmOptions& options);

@@ -191,7 +191,7 @@ nlohmann::json ExperimentRun::train_repeat(const RunUnit& unit, size_t ri) {
   }, train_opt);
   if (tty_ && !opt_.quiet) std::fprintf(stderr, "\n");
   nlohmann::json rep = repeat_result_json(r, cfg.seed + r, rec, cfg);
-  if (nlohmann::json facts = data_facts_json(*data); !facts.empty()) rep["data"] = std::move(facts);
+  if (nlohmann::json facts = data_facts_json(*data, cfg.data.eval_samples); !facts.empty()) rep["data"] = std::move(facts);
   add_repeat_measurements(rep, *dev, rec, cfg, window, energy_why, rss_caveat);
   return rep;
 }

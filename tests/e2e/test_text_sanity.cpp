@@ -33,9 +33,11 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "backends/cpu/cpu_device.h"
+#include "models/mlm_data.h"
 #include "models/subword_tokenizer.h"
 #include "models/text_corpus.h"
 #include "runner/experiment/config.h"
@@ -118,6 +120,13 @@ TEST(TextSanity, ConvergenceBaselineBeatsTheBestContextFreeLossOnHeldOutTokens) 
   }
   ASSERT_GT(labels, 1);
   context_free /= double(labels);
+  // The runner records the same bound in each text cell's JSON (data.context_free_loss).
+  const auto* mlm = dynamic_cast<const MlmData*>(data.get());
+  ASSERT_NE(mlm, nullptr);
+  const std::optional<ContextFreeLoss> recorded = mlm->context_free_loss(c.data.eval_samples);
+  ASSERT_TRUE(recorded.has_value());
+  EXPECT_EQ(recorded->labels, labels);
+  EXPECT_NEAR(recorded->loss, context_free, 1e-12 * context_free);
   const double sd = std::sqrt((squares - double(labels) * context_free * context_free) / double(labels - 1));
 
   std::printf("%s, baseline %s, %d steps of batch %d at lr %g, seed %llu: held-out MLM loss %.3f nats; the best "

@@ -7,7 +7,8 @@ repeat carry data.tokenizer {kind, model_hash, corpus_hash, cache_key, pieces,
 vocab}; a second run on the same corpus with an EMPTY tokenizer cache (so the
 tokenizer is trained again, not read back) gives the same hashes; a changed
 corpus gives a different model and corpus hash, while config_hash, which covers
-the user's settings only, stays the same.
+the user's settings only, stays the same. The cell also carries
+data.context_free_loss, the same in every repeat and run of one corpus.
 """
 
 import json
@@ -87,6 +88,18 @@ def main():
                 fails.append(f"repeat {i}'s data.tokenizer differs from the cell's: {rep.get('data')}")
         if tok["model_hash"] in json.dumps(a["config"]) or tok["corpus_hash"] in json.dumps(a["config"]):
             fails.append("the tokenizer's hash leaked into config (config_hash would move with the corpus)")
+        # The best context-free loss on the held-out tokens (docs/RESULTS.md, "data"): the
+        # same in every repeat and for the same corpus; its value is checked against an
+        # independent count in tests/models (MlmData) and tests/e2e/test_text_sanity.cpp.
+        cf = a["data"].get("context_free_loss")
+        if not (isinstance(cf, dict) and isinstance(cf.get("loss"), float) and 0 < cf["loss"] < 20
+                and isinstance(cf.get("labels"), int) and cf["labels"] > 0):
+            fails.append(f"data.context_free_loss is not {{loss > 0, labels > 0}}: {cf}")
+        for i, rep in enumerate(a["repeats"]):
+            if rep.get("data", {}).get("context_free_loss") != cf:
+                fails.append(f"repeat {i}'s data.context_free_loss differs from the cell's: {rep.get('data')}")
+        if again["data"].get("context_free_loss") != cf:
+            fails.append(f"the same corpus gave context_free_loss {again['data'].get('context_free_loss')}, first {cf}")
         t2 = again["data"]["tokenizer"]
         if t2 != tok:
             fails.append(f"the same corpus, trained again in an empty cache, gave {t2}, first {tok}")

@@ -11,8 +11,10 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/rng.h"
@@ -417,6 +419,56 @@ TEST(MlmData, ReusedEncodingsFollowTheTextAndTheTokenizer) {
   EXPECT_TRUE(same(again.eval_batch(0, 16), first.eval_batch(0, 16)));
   EXPECT_FALSE(same(other_text.train_batch(3, 16), first.train_batch(3, 16)));
   EXPECT_FALSE(same(other_pieces.train_batch(3, 16), first.train_batch(3, 16)));
+  std::filesystem::remove_all(cache);
+}
+
+// The best context-free loss: the held-out token stream's own frequencies,
+// counted here from the split and the tokenizer, scored on the labels of the
+// evaluated samples; for byte-level text and SentencePiece alike.
+TEST(MlmData, ContextFreeLossIsTheHeldOutUnigramLossOfTheEvaluatedLabels) {
+  const std::string cache = ::testing::TempDir() + "mpb_mlm_context_free_" + std::to_string(::getpid());
+  MlmOptions o;
+  o.seq_len = 24;
+  const std::string text = text_test::join_form_feed(text_test::documents(80, 6, 51));
+  const TextSplit split = split_documents(text, size_t(o.seq_len - 2));
+  auto expected = [&](const MlmData& d, const std::map<int32_t, int64_t>& counts, int64_t samples) {
+    int64_t total = 0;
+    for (const auto& [id, k] : counts) total += k;
+    double sum = 0.0;
+    int64_t labels = 0;
+    for (const int32_t y : d.eval_batch(0, samples).y) {
+      if (y < 0) continue;
+      sum -= std::log(double(counts.at(y)) / double(total));
+      ++labels;
+    }
+    return std::make_pair(sum / double(labels), labels);
+  };
+  const std::string path = write_temp_text("mlm_context_free.txt", text);
+  const MlmData subwords = MlmData::from_text(path, 1, o, {TextTokenizer::Kind::SentencePiece, 100, cache});
+  const MlmData bytes = MlmData::from_text(path, 1, o);
+  std::remove(path.c_str());
+
+  const SubwordTokenizer sp = SubwordTokenizer::train_or_load(split.train, 100, cache);
+  std::map<int32_t, int64_t> piece_counts, byte_counts;
+  for (const std::string& doc : split.held_out)
+    for (const int32_t id : sp.encode(doc)) ++piece_counts[MlmData::kSpecials + id];
+  for (size_t i = 0; i < split.held_out.size(); ++i) {  // documents joined by a newline, as from_text joins them
+    if (i > 0) ++byte_counts[MlmData::kSpecials + '\n'];
+    for (const char ch : split.held_out[i]) ++byte_counts[MlmData::kSpecials + static_cast<uint8_t>(ch)];
+  }
+  for (const int64_t samples : {int64_t{1}, int64_t{37}}) {
+    for (const auto& [d, counts] : {std::pair<const MlmData*, const std::map<int32_t, int64_t>*>{&subwords, &piece_counts},
+                                    {&bytes, &byte_counts}}) {
+      const std::optional<ContextFreeLoss> got = d->context_free_loss(samples);
+      ASSERT_TRUE(got.has_value());
+      const auto [loss, labels] = expected(*d, *counts, samples);
+      EXPECT_EQ(got->labels, labels);
+      EXPECT_NEAR(got->loss, loss, 1e-12 * loss);  // the same sums, perhaps in another order
+      EXPECT_GT(got->loss, 0.0);
+    }
+  }
+  EXPECT_FALSE(MlmData::synthetic(1, 50, o).context_free_loss(37).has_value());
+  EXPECT_FALSE(subwords.context_free_loss(0).has_value());
   std::filesystem::remove_all(cache);
 }
 
