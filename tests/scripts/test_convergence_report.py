@@ -8,7 +8,7 @@ import os
 import re
 import unittest
 
-from script_test_helpers import edit_json, run_script
+from script_test_helpers import edit_cell, edit_json, run_script
 import convergence_fixture as fx
 
 
@@ -55,6 +55,28 @@ class ConvergenceReport(fx.FixtureTest):
         self.assertIn("![Eval-loss difference vs the baseline](eval_loss_diff.png)", md)
         key = section(md, "Cell key for eval_loss_diff.png", "## ")
         self.assertEqual(len(re.findall(r"^\| [A-Z] \|", key, re.M)), 3, key)
+
+    def test_a_text_baseline_is_set_against_the_best_context_free_loss(self):
+        _, _, md, _ = self.report()
+        self.assertNotIn("ignoring the context", md)  # not text: no bound, no sentence
+        finals = []
+
+        def plant(bound):
+            def edit(cell):
+                cell["data"] = {"context_free_loss": {"loss": bound, "labels": 1234}}
+                finals[:] = [r["eval"][-1]["loss"] for r in cell["repeats"]]
+            edit_cell(self.rs, fx.BASELINE, edit)
+
+        for offset, words in ((0.25, "below it: the model uses the context"),
+                              (-0.25, "above it: the model has learned no more than token frequencies")):
+            plant(1.0)  # first, to read the baseline's final eval losses
+            mean = sum(finals) / len(finals)
+            plant(mean + offset)
+            _, _, md, page = self.report()
+            legend = section(md, "## Does it train as well?", "## Convergence")
+            self.assertIn(f"reaches on these held-out tokens is {mean + offset:.3f} nats", legend)
+            self.assertIn(f"final eval loss, {mean:.3f} (mean over repeats), is {abs(offset):.3f} nats {words}", legend)
+            self.assertIn("ignoring the context", page)
 
     def test_set_from_before_the_verdict_still_reports(self):
         for f in os.listdir(os.path.join(self.rs, "cells")):

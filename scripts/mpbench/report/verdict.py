@@ -13,8 +13,8 @@ runner's (one statistics implementation, runner/measure/stats.h).
 from mpbench import results as mr
 from mpbench.report.labels import cell_keys, display_order, times
 from mpbench.report.plot_base import Drawn, Skip, plt
-from mpbench.results.convergence import (convergence_of, eval_loss_differences, has_convergence, number,
-                                         verdict_of)
+from mpbench.results.convergence import (context_free_comparison, convergence_of, eval_loss_differences,
+                                         has_convergence, number, verdict_of)
 
 TITLE = "Does it train as well?"
 PLOT_NAME = "eval_loss_diff.png"
@@ -95,7 +95,25 @@ def verdict_legend(rs):
             "the larger of 1% of the baseline's mean (relative_1pct) and the baseline's seed-to-seed SD "
             "(baseline_seed_sd). Time to target: the first eval step whose smoothed eval loss reaches the "
             "baseline's final eval loss + δ, mean over the seeds that reached it with its 95% interval; speed-up "
-            "to target: baseline seconds / cell seconds, paired by seed. See docs/RESULTS.md.")
+            "to target: baseline seconds / cell seconds, paired by seed. See docs/RESULTS.md." +
+            context_free_sentence(rs))
+
+
+def context_free_sentence(rs):
+    """For a baseline trained on text: where its final eval loss stands against the best loss a
+    model ignoring the context reaches on the same held-out tokens (issue 31's sanity bar); ""
+    otherwise. Above it, the verdicts compare cells that have learned token frequencies at most."""
+    base = rs.baseline()
+    got = context_free_comparison(base) if base is not None else None
+    if got is None:
+        return ""
+    final, bound = got
+    where = (f"{bound - final:.3f} nats below it: the model uses the context" if final < bound else
+             f"{final - bound:.3f} nats above it: the model has learned no more than token frequencies yet, "
+             "so the verdicts compare that stretch of training")
+    return (f" Context: the best loss a model ignoring the context reaches on these held-out tokens is "
+            f"{bound:.3f} nats (data.context_free_loss); the baseline's final eval loss, {final:.3f} (mean over "
+            f"repeats), is {where}.")
 
 
 def plot_eval_loss_diff(rs):

@@ -40,6 +40,22 @@ def number(obj, *keys):
     return to_float(obj)
 
 
+def context_free_comparison(cell):
+    """(mean final eval loss over the repeats, data.context_free_loss.loss) of a text cell: the
+    best loss a model ignoring the context reaches on the same held-out tokens (docs/RESULTS.md,
+    "data"). None without that bound (not text, or an older runner) or a finite final eval loss."""
+    bound = number(cell.data.get("data"), "context_free_loss", "loss")
+    finals = []
+    for r in cell.repeats:
+        evals = r.get("eval")
+        if isinstance(evals, list) and evals and isinstance(evals[-1], dict):
+            finals.append(to_float(evals[-1].get("loss")))
+    finals = [v for v in finals if finite(v)]
+    if not finite(bound) or not finals:
+        return None
+    return sum(finals) / len(finals), bound
+
+
 def eval_loss_differences(cell, baseline):
     """Per seed both ran: (seed, [steps], [cell eval loss - baseline eval loss]) over
     the eval points at the same step (the pairing the verdict uses: repeat r of
