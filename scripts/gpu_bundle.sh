@@ -154,7 +154,11 @@ cp "$src"/bench/*.py "$root/bench/" 2>/dev/null || true
 cp "$src/docs/GPU.md" "$root/docs/GPU.md"
 # The ledger as committed: which phases have passed at which CUDA sources (empty: none yet).
 if [[ -f $src/results/gpu/ledger.jsonl ]]; then cp "$src/results/gpu/ledger.jsonl" "$root/ledger.jsonl"; else : >"$root/ledger.jsonl"; fi
-cuda_sources=$(python3 "$src/scripts/gpu_ledger.py" cuda-hash "$src") || die "scripts/gpu_ledger.py cuda-hash failed"
+# The ledger's keys: each source group's hash (scripts/mpbench/gpu/sources.py), and the
+# device group's alone as the run's "CUDA sources" (what LEDGER.md shows).
+source_hashes=$(python3 "$src/scripts/gpu_ledger.py" source-hashes "$src") || die "scripts/gpu_ledger.py source-hashes failed"
+cuda_sources=$(sed -n 's/.*device=\([0-9a-f]*\).*/\1/p' <<<"$source_hashes")
+[[ -n $cuda_sources ]] || die "scripts/gpu_ledger.py source-hashes gave no device hash: $source_hashes"
 
 # Check: nothing but CUDA, glibc and the bundle's lib/ (LD_LIBRARY_PATH unset).
 for f in "$root"/bin/* "$root"/lib/*; do
@@ -186,7 +190,8 @@ describe() {
   echo "# mpbench GPU bundle"
   echo
   echo "- commit: \`$commit\`$dirty"
-  echo "- CUDA sources: \`$cuda_sources\` (scripts/gpu_ledger.py cuda-hash: backends/cuda, ops, opcheck, tests/gpu, tests/ops as packed; the ledger's key)"
+  echo "- CUDA sources: \`$cuda_sources\` (the device group: backends/cuda and everything it includes, as packed)"
+  echo "- sources: \`$source_hashes\` (scripts/mpbench/gpu/sources.py; the ledger keeps a step passed while the groups it runs keep these hashes)"
   echo "- packed: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), from $build"
   echo "- build type: ${build_type:-unset}; compiler: $cxx_version; CUDA compiler: nvcc ${nvcc_version:-?}"
   echo "- CUDA architectures (MPB_CUDA_ARCHITECTURES): $archs; bin/runner holds SASS for sm_${sass// /, sm_} and PTX for $(sed -n 's/^ptx //p' <<<"$fatbin")"

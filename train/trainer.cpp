@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <thread>
 
@@ -91,6 +92,12 @@ void Trainer::probe(ProbeKind kind, const Tensor& t) {
 }
 
 void Trainer::step(int step) {
+  // One profiler range per step, named by its number: a whole-step kernel timeline
+  // selects exactly one step with it (bin/gpu-session's timeline: ncu --nvtx-include
+  // "train step 12/"). Formatted into a stack buffer: nothing allocated per step.
+  char range_name[32];
+  std::snprintf(range_name, sizeof range_name, "train step %d", step);
+  const DeviceRange whole_step(dev_, range_name);
   const int64_t B = cfg_.batch_size;
   const int64_t micro = model_.micro_batch();
   HostBatch batch = data_.train_batch(step, B);  // generating data is the loader's work, not timed

@@ -5,8 +5,12 @@
   remaining steps are "not run (budget)" (optional ones "not run (budget, optional)"),
   the phase exits 1 and still leaves its two files, well inside the budget;
 - a log over 4 MiB keeps its first 2 and last 1 MiB, so the tarball stays small;
-- a phase where every step passes exits 0, and `next` then goes on to the next phase
-  once the summary is in the ledger.
+- a phase where every step passes exits 0, and `next` then goes on to the lease once the
+  summary is in the ledger;
+- the lease (with an ncu stub that writes a report and prints planted CSVs) leads its page
+  with the gate and the timeline's top kernels; once in the ledger, the next lease at the
+  same sources reuses every step and records them as reused, and after a test-only change
+  it runs the gate again and nothing else.
 """
 
 import json
@@ -20,11 +24,19 @@ import unittest
 
 from script_test_helpers import SOURCE_DIR, TempDirTest
 
-STUBS = ("mpbench-env", "runner", "test_gpu", "test_ops_cuda", "nvidia-smi", "compute-sanitizer", "python3")
+STUBS = ("mpbench-env", "runner", "test_gpu", "test_ops_cuda", "nvidia-smi", "compute-sanitizer", "python3", "ncu")
+SOURCES = "device=dddddddddddddddd,gpu_tests=tttttttttttttttt,host=hhhhhhhhhhhhhhhh,torch=pppppppppppppppp"
+# ncu: a profile run touches its report (-o NAME -> NAME.ncu-rep); an export prints a planted raw CSV
+NCU = r"""case " $* " in
+  *" --import "*) echo '"ID","Kernel Name","gpu__time_duration.sum"'; echo '"","","nsecond"'
+    case " $* " in *nvtx-rename*) echo '"0","encoder.layer.0 forward","1000"'; echo '"1","cls head forward","500"';;
+      *) echo '"0","gemm_bf16_tn","1000"'; echo '"1","xent_sparse","500"';; esac;;
+  *) while [ $# -gt 0 ]; do [ "$1" = -o ] && touch "$2.ncu-rep"; shift; done;;
+esac"""
 
 
 class Stubs(TempDirTest):
-    def bundle(self, behaviour):
+    def bundle(self, behaviour, sources=SOURCES):
         """A bundle whose programs are stubs; BEHAVIOUR maps a stub's name to a shell line."""
         b = os.path.join(self.tmp, "mpbench-gpu")
         for d in ("bin", "scripts", "bench", "stubs"):
@@ -37,17 +49,19 @@ class Stubs(TempDirTest):
                         ignore=shutil.ignore_patterns("__pycache__"))
         real_python = sys.executable or "/usr/bin/python3"
         for name in STUBS:
-            where = "stubs" if name in ("nvidia-smi", "compute-sanitizer", "python3") else "bin"
+            where = "stubs" if name in ("nvidia-smi", "compute-sanitizer", "python3", "ncu") else "bin"
             # python3: PyTorch's steps pass; the summary and the ledger run on the real one
             default = (f'case "$1" in bench/*|-c) exit 0;; esac; exec {real_python} "$@"' if name == "python3"
                        else "exit 0")
             if name == "mpbench-env":
                 default = 'case "$1" in --quiet) echo "export MPB_STUB=1";; esac; exit 0'
+            if name == "ncu":
+                default = NCU
             with open(os.path.join(b, where, name), "w") as f:
                 f.write("#!/bin/sh\n" + behaviour.get(name, default) + "\n")
             os.chmod(os.path.join(b, where, name), 0o755)
         with open(os.path.join(b, "MANIFEST.md"), "w") as f:
-            f.write("- commit: `c0ffee`\n- CUDA sources: `0123456789abcdef` (stub)\n")
+            f.write(f"- commit: `c0ffee`\n- CUDA sources: `0123456789abcdef` (stub)\n- sources: `{sources}` (stub)\n")
         open(os.path.join(b, "ledger.jsonl"), "w").close()
         return b
 
@@ -85,20 +99,53 @@ class Stubs(TempDirTest):
         self.assertIn(b"gpu-session cut", log)
         self.assertTrue(log.rstrip().endswith(b"THE-END"), log[-100:])
 
-    def test_all_passed_exits_0_and_next_goes_on(self):
+    def add_to_ledger(self, b, summary):
+        ledger_dir = os.path.join(self.tmp, "ledger")
+        add = subprocess.run([sys.executable, os.path.join(b, "scripts", "gpu_ledger.py"), "add", summary,
+                              "--dir", ledger_dir], capture_output=True, text=True, timeout=60)
+        self.assertEqual(add.returncode, 0, add.stderr)
+        shutil.copy(os.path.join(ledger_dir, "ledger.jsonl"), os.path.join(b, "ledger.jsonl"))
+
+    def test_all_passed_exits_0_and_next_goes_on_to_the_lease(self):
         b = self.bundle({})
         out = os.path.join(self.tmp, "out")
         p, _ = self.session(b, "next", out)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("phase: first", p.stderr)
-        ledger_dir = os.path.join(self.tmp, "ledger")
-        add = subprocess.run([sys.executable, os.path.join(b, "scripts", "gpu_ledger.py"), "add",
-                              os.path.join(out, "first-summary.txt"), "--dir", ledger_dir],
-                             capture_output=True, text=True, timeout=60)
-        self.assertEqual(add.returncode, 0, add.stderr)
-        shutil.copy(os.path.join(ledger_dir, "ledger.jsonl"), os.path.join(b, "ledger.jsonl"))
+        self.add_to_ledger(b, os.path.join(out, "first-summary.txt"))
         p, _ = self.session(b, "which")
-        self.assertIn("phase: sanitize", p.stdout, p.stderr)
+        self.assertIn("phase: lease", p.stdout, p.stderr)
+
+        # The lease: every step passes; its page leads with the gate and the timeline.
+        out2 = os.path.join(self.tmp, "out2")
+        p, _ = self.session(b, "next", out2)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(os.path.join(out2, "lease-summary.txt")) as f:
+            page = f.read()
+        self.assertIn("gate: gate-test_gpu ok, gate-test_ops_cuda ok", page)
+        self.assertIn("amp_bf16 fused timeline (one step under ncu): 2 kernels, 0.00 ms of kernel time", page)
+        self.assertRegex(page, r"gemm_bf16_tn +1x +1\.0 us +66\.7%")
+        self.assertIn("by part: forward 0.00 ms (67%), head 0.00 ms (33%)", page)
+        self.add_to_ledger(b, os.path.join(out2, "lease-summary.txt"))
+
+        # The same sources again: nothing to run; every step recorded as reused.
+        out3 = os.path.join(self.tmp, "out3")
+        p, _ = self.session(b, "next", out3)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        with open(os.path.join(out3, "lease-summary.txt")) as f:
+            record = json.loads(f.read().split("ledger-json: ", 1)[1].splitlines()[0])
+        self.assertEqual({s["code"] for s in record["steps"]}, {"reused"})
+
+        # A test-only change: the gate runs again, nothing else.
+        with open(os.path.join(b, "MANIFEST.md"), "w") as f:
+            f.write("- commit: `c0ffee`\n- CUDA sources: `0123456789abcdef` (stub)\n- sources: `"
+                    + SOURCES.replace("t" * 16, "e" * 16) + "` (stub)\n")
+        out4 = os.path.join(self.tmp, "out4")
+        p, _ = self.session(b, "next", out4)
+        with open(os.path.join(out4, "lease-summary.txt")) as f:
+            record = json.loads(f.read().split("ledger-json: ", 1)[1].splitlines()[0])
+        ran = {s["name"] for s in record["steps"] if s["code"] != "reused"}
+        self.assertEqual(ran, {"gate-test_gpu", "gate-test_ops_cuda", "memcheck-ops", "racecheck"}, p.stderr)
 
 
 if __name__ == "__main__":

@@ -50,9 +50,10 @@ TEST(ProfilerRanges, MlpStepIsBalancedAndNamedByLayer) {
   EXPECT_EQ(dev.depth, 0);
   EXPECT_EQ(dev.min_depth, 0) << "a pop without its push";
   for (const char* name : {"micro-batch forward+backward", "layers.0 forward", "layers.2 forward", "layers.2 backward",
-                           "layers.0 backward", "gradient statistics + optimizer step"})
+                           "layers.0 backward", "gradient statistics + optimizer step", "train step 1",
+                           "train step 2"})
     EXPECT_TRUE(dev.has(name)) << name;
-  EXPECT_EQ(dev.max_depth, 2);  // a layer inside the micro-batch
+  EXPECT_EQ(dev.max_depth, 3);  // a layer inside the micro-batch inside the step
 }
 
 TEST(ProfilerRanges, BertStepWithCheckpointingNamesRecomputes) {

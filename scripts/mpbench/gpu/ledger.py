@@ -6,31 +6,31 @@ stopped. The ledger is two files under results/gpu/: ledger.jsonl (one JSON obje
 phase run, appended; what `gpu-session next` reads, shipped inside the bundle by
 scripts/gpu_bundle.sh) and LEDGER.md (the same, for people).
 
+  gpu_ledger.py source-hashes SRC_DIR
+      GROUP=HASH for each source group (mpbench.gpu.sources: device, gpu_tests, host,
+      torch), comma-separated: gpu_bundle.sh writes the line into the bundle's MANIFEST.md
   gpu_ledger.py cuda-hash SRC_DIR
-      the hash of the CUDA sources (CUDA_SOURCE_DIRS under SRC_DIR): gpu_bundle.sh
-      writes it into the bundle's MANIFEST.md, gpu-session into its summary
+      the device group's hash alone (the ledger's `cuda_sources`, shown in LEDGER.md)
   gpu_ledger.py add SUMMARY [--dir results/gpu]
       appends the run a PHASE-summary.txt describes (its last line, `ledger-json: {...}`)
       to ledger.jsonl and LEDGER.md; a run already there is refused
-  gpu_ledger.py next --ledger FILE --cuda-sources HASH --plan FILE|-
-      prints `phase: NAME` and `why: ...`: the first phase of the plan (gpu-session --plan)
-      one of whose steps has not passed in the ledger's latest record of it at HASH
+  gpu_ledger.py next --ledger FILE --sources GROUP=HASH,... --plan FILE|-
+      prints `phase: NAME`, `why: ...` and `reuse: STEP=DATE,...`: `first` until a bring-up has
+      passed; then `lease`, whose steps that passed at the current hashes of the groups
+      they run are reused, not run again (a test, doc or host-only change leaves the
+      device group's hash, and so the GPU tests' results, as they were)
 
 Exit status: 0, or 2 for bad input (the file and line named; nothing written).
 """
 
 import argparse
-import hashlib
 import json
 import os
 import sys
 
 from mpbench import SOURCE_DIR
+from mpbench.gpu import sources
 
-# What the CUDA binaries and their tests are made of: the backend, the scalar cores it
-# compiles into its kernels (MPB_HD), the op-check table and the two GPU test folders.
-# A change elsewhere (the runner, the CPU backend) does not make a passed GPU test stale.
-CUDA_SOURCE_DIRS = ("backends/cuda", "ops", "opcheck", "tests/gpu", "tests/ops")
 # A step passed when it ran and passed, or was an optional one (nsys missing, PyTorch's
 # side without time left); failed, timeout, skipped (a needed tool missing), not-run and
 # partial (a headline slice whose time ran out) did not.
@@ -44,22 +44,6 @@ LEDGER_HEADER = ("# GPU lease ledger\n\nEach lent-GPU run of `bin/gpu-session`, 
 
 class BadInput(Exception):
     pass
-
-
-def cuda_sources_hash(src):
-    """sha256 over (path, sha256 of content) of every file under CUDA_SOURCE_DIRS, sorted
-    by path; the first 16 hex digits. Missing folders count as empty."""
-    h = hashlib.sha256()
-    for top in CUDA_SOURCE_DIRS:
-        files = []
-        for root, dirs, names in os.walk(os.path.join(src, top)):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            files += [os.path.join(root, n) for n in names if not n.endswith(".pyc")]
-        for path in sorted(files):
-            rel = os.path.relpath(path, src)
-            with open(path, "rb") as f:
-                h.update(f"{rel}\0{hashlib.sha256(f.read()).hexdigest()}\n".encode())
-    return h.hexdigest()[:16]
 
 
 def read_ledger(path):
@@ -83,47 +67,100 @@ def read_ledger(path):
 
 
 def read_plan(f, name):
-    """{phase: [step, ...]} in the plan's order, from `gpu-session --plan`."""
+    """{phase: [Step, ...]} in the plan's order, from `gpu-session --plan`: lines of
+    phase, step, seconds, and (since the per-step rule) the source groups the step runs
+    (comma-separated, '-' for none) and when it runs ('always', or 'if-time': a lease's
+    tail, run only when its whole limit fits in what is left)."""
     plan = {}
     for n, line in enumerate(f, 1):
         if line.startswith("#") or not line.strip():
             continue
         parts = line.rstrip("\n").split("\t")
-        if len(parts) != 3 or not parts[2].isdigit():
-            raise BadInput(f"{name}:{n}: expected 'phase<TAB>step<TAB>seconds', got {line.strip()!r}")
-        phase, step, _ = parts
+        if len(parts) not in (3, 5) or not parts[2].isdigit():
+            raise BadInput(f"{name}:{n}: expected 'phase<TAB>step<TAB>seconds[<TAB>inputs<TAB>when]', "
+                           f"got {line.strip()!r}")
+        phase, step = parts[0], parts[1]
+        inputs, when = (parts[3], parts[4]) if len(parts) == 5 else ("device", "always")
+        groups = tuple(g for g in inputs.split(",") if g and g != "-")
+        unknown = [g for g in groups if g not in sources.GROUPS]
+        if unknown:
+            raise BadInput(f"{name}:{n}: step {step!r} names unknown source groups {unknown} "
+                           f"(known: {', '.join(sources.GROUPS)})")
+        if when not in ("always", "if-time"):
+            raise BadInput(f"{name}:{n}: step {step!r}: when must be 'always' or 'if-time', got {when!r}")
         steps = plan.setdefault(phase, [])
         if step != "budget":
-            steps.append(step)
+            steps.append(Step(step, int(parts[2]), groups, when))
     if not plan:
         raise BadInput(f"{name}: no phase in the plan")
     return plan
 
 
-def latest_codes(records, cuda_sources, phase):
-    """{step: code} from the latest record of each step of PHASE at CUDA_SOURCES."""
-    codes = {}
+class Step:
+    """One step of the plan: its name, time limit, the source groups it runs, and when."""
+
+    def __init__(self, name, limit, inputs, when):
+        self.name, self.limit, self.inputs, self.when = name, limit, inputs, when
+
+
+def parse_sources(text):
+    """{group: hash} from 'device=0123..,host=..' (gpu-session passes MANIFEST.md's line)."""
+    out = {}
+    for part in (p for p in text.split(",") if p.strip()):
+        group, sep, value = part.partition("=")
+        if not sep or not value or group.strip() not in sources.GROUPS:
+            raise BadInput(f"--sources: expected GROUP=HASH for the groups {', '.join(sources.GROUPS)}, got {part!r}")
+        out[group.strip()] = value.strip()
+    missing = [g for g in sources.GROUPS if g not in out]
+    if missing:
+        raise BadInput(f"--sources: no hash for {', '.join(missing)} (a bundle packed before the per-step rule?)")
+    return out
+
+
+def step_state(records, step, current):
+    """(code, date) of STEP's latest run whose bundle had the same hashes as CURRENT for
+    every group the step runs; (None, None) when none did. A step the lease reused (not
+    run again) is not a run of it; records from before the per-step rule have no
+    'sources' and match nothing."""
+    code = date = None
     for r in records:
-        if r["phase"] == phase and r["cuda_sources"] == cuda_sources:
-            for s in r["steps"]:
-                codes[s["name"]] = s["code"]
-    return codes
+        recorded = r.get("sources") or {}
+        if any(recorded.get(g) != current[g] for g in step.inputs):
+            continue
+        for s in r["steps"]:
+            if s["name"] == step.name and s["code"] != "reused":
+                code, date = s["code"], r["date"]
+    return code, date
 
 
-def next_phase(plan, records, cuda_sources):
-    """(phase, why): the first phase with a step not passed at CUDA_SOURCES. When every
-    phase has passed, the last one (headline) again: more of 3090_bert.yaml, or the same
-    on the other kind of GPU."""
-    for phase, steps in plan.items():
-        codes = latest_codes(records, cuda_sources, phase)
-        if not codes:
-            return phase, f"no run of '{phase}' at CUDA sources {cuda_sources} in the ledger"
-        missing = [s for s in steps if codes.get(s) not in PASSED]
-        if missing:
-            said = ", ".join(f"{s} ({codes.get(s, 'never ran')})" for s in missing)
-            return phase, f"'{phase}' has steps that have not passed at CUDA sources {cuda_sources}: {said}"
-    last = list(plan)[-1]
-    return last, f"every phase has passed at CUDA sources {cuda_sources}: '{last}' again"
+def brought_up(records):
+    """Whether a `first` phase ever passed every step (the machine's bring-up: the
+    environment, the tests with every launch synchronised, memcheck on the never-run
+    kernels), at any sources: after that, a device change re-runs the slim gate."""
+    return any(r["phase"] == "first" and r["steps"] and all(s["code"] in PASSED + ("reused",) for s in r["steps"])
+               for r in records)
+
+
+def next_lease(plan, records, current):
+    """(phase, why, reuse): `first` until the ledger has a passed bring-up; then the
+    `lease` phase, whose steps already passed at their inputs' current hashes are
+    REUSE ({step: date}) and not run again."""
+    if "first" in plan and not brought_up(records):
+        return "first", "no passed 'first' (bring-up) in the ledger", {}
+    if "lease" not in plan:
+        raise BadInput("the plan has no 'lease' phase")
+    reuse, stale = {}, []
+    for step in plan["lease"]:
+        code, date = step_state(records, step, current)
+        if step.inputs and code == "ok":  # an optional step that did not run is nothing to reuse
+            reuse[step.name] = date
+        else:
+            why = "never ran at these sources" if code is None else code
+            stale.append(f"{step.name} ({why})")
+    why = (f"re-running {len(stale)} step(s): {', '.join(stale)}" if stale else "every step has passed")
+    if reuse:
+        why += f"; reusing {len(reuse)} that passed at the same sources: {', '.join(reuse)}"
+    return "lease", why, reuse
 
 
 def read_summary(path):
@@ -188,33 +225,33 @@ def add(summary, ledger_dir):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    h = sub.add_parser("cuda-hash")
-    h.add_argument("src")
+    for name in ("cuda-hash", "source-hashes"):
+        sub.add_parser(name).add_argument("src")
     a = sub.add_parser("add")
     a.add_argument("summary")
     a.add_argument("--dir", default=os.path.join(SOURCE_DIR, "results", "gpu"))
     n = sub.add_parser("next")
     n.add_argument("--ledger", required=True)
-    n.add_argument("--cuda-sources", required=True)
+    n.add_argument("--sources", required=True, help="GROUP=HASH,... (the bundle's MANIFEST.md line)")
     n.add_argument("--plan", required=True, help="gpu-session --plan's output, or - for stdin")
     args = ap.parse_args(argv)
     try:
-        if args.cmd == "cuda-hash":
+        if args.cmd in ("cuda-hash", "source-hashes"):
             if not os.path.isdir(os.path.join(args.src, "backends", "cuda")):
                 raise BadInput(f"{args.src}: no backends/cuda here (not an mpbench source tree)")
-            print(cuda_sources_hash(args.src))
+            hashes = sources.all_hashes(args.src)
+            print(hashes["device"] if args.cmd == "cuda-hash" else ",".join(f"{g}={h}" for g, h in hashes.items()))
         elif args.cmd == "add":
             add(args.summary, args.dir)
         else:
-            if not args.cuda_sources:
-                raise BadInput("--cuda-sources is empty (the bundle's MANIFEST.md names no CUDA sources hash)")
+            current = parse_sources(args.sources)
             if args.plan == "-":
                 plan = read_plan(sys.stdin, "<stdin>")
             else:
                 with open(args.plan) as f:
                     plan = read_plan(f, args.plan)
-            phase, why = next_phase(plan, read_ledger(args.ledger), args.cuda_sources)
-            print(f"phase: {phase}\nwhy: {why}")
+            phase, why, reuse = next_lease(plan, read_ledger(args.ledger), current)
+            print(f"phase: {phase}\nwhy: {why}\nreuse: {','.join(f'{k}={v}' for k, v in reuse.items())}")
     except BadInput as e:
         print(f"gpu_ledger: error: {e}", file=sys.stderr)
         return 2

@@ -22,6 +22,8 @@ import os
 import re
 import sys
 
+from mpbench.gpu import timeline
+
 # The BERT cells of gpu_first_cell.yaml and gpu_smoke.yaml: sequence 128 (tokens = samples x 128).
 CELL_EXPERIMENT = "gpu_first_cell"
 
@@ -143,10 +145,12 @@ def cell_figures(logs, experiment):
             "step_ms_median": step,
             "tokens_per_s": round(sps * seq) if sps else None,
             "mfu": ((s.get("utilization") or {}).get("mfu")),
+            "mfu_tensor_peak": ((s.get("utilization") or {}).get("mfu_tensor_peak")),
             "final_loss": s.get("final_loss"),
             "eval_loss": s.get("eval_loss"),
             "precision": (cell.get("axes") or {}).get("precision") or (cell.get("config") or {}).get("precision"),
             "fusion": (cell.get("axes") or {}).get("fusion") or (cell.get("config") or {}).get("fusion"),
+            "batch_size": (cell.get("config") or {}).get("batch_size"),
         }
     return out
 
@@ -164,6 +168,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for a in ("--phase", "--steps", "--logs", "--commit", "--cuda-sources"):
         ap.add_argument(a, required=True)
+    ap.add_argument("--sources", default="", help="GROUP=HASH,... (the bundle's MANIFEST.md); the ledger's per-step key")
     ap.add_argument("--budget", type=int, required=True)
     ap.add_argument("--elapsed", type=int, required=True)
     a = ap.parse_args()
@@ -173,6 +178,8 @@ def main():
     libs = ", ".join(f"{k} {v}" for k, v in sorted(m["libraries"].items())) or "? (doctor did not report)"
     print(f"gpu-session {a.phase}: {date}, {a.elapsed} s of a {a.budget}-s budget")
     print(f"bundle: commit {a.commit or '?'}, CUDA sources {a.cuda_sources or '?'}")
+    if a.phase == "lease":
+        print("\n" + "\n".join(lease_answers(a.logs, steps)))
     print(f"GPU: {m['gpu'] or '? (nvidia-smi and PyTorch named none)'}; driver {m['driver'] or '?'}; SM clock {m['sm_clock'] or '?'}")
     print(f"runner's libraries (doctor): {libs}")
     if m["header_vs_runtime"]:
@@ -197,8 +204,9 @@ def main():
         for path in sorted(glob.glob(os.path.join(a.logs, pattern))):
             logs_said.append(f"{os.path.basename(path)} {os.path.getsize(path)} bytes")
     print("\nlibrary logs in the tarball: " + (", ".join(logs_said) or "none written"))
+    sources = dict(p.split("=", 1) for p in a.sources.split(",") if "=" in p)
     record = {"schema": "mpbench.gpu_lease/1", "date": date, "phase": a.phase, "commit": a.commit,
-              "cuda_sources": a.cuda_sources, "gpu": m["gpu"], "driver": m["driver"],
+              "cuda_sources": a.cuda_sources, "sources": sources, "gpu": m["gpu"], "driver": m["driver"],
               "cudnn": m["libraries"].get("cudnn", ""), "libraries": m["libraries"],
               "header_vs_runtime": m["header_vs_runtime"], "library_warnings": m["library_warnings"],
               "loaded_libraries": m["loaded_libraries"], "torch": m["torch"],
@@ -227,11 +235,94 @@ def first_answers(steps, figures, bad):
                    f"(attention_impl {cell.get('attention_impl')}, {fmt(cell.get('plans_created_in_timed_steps'))} plans, "
                    f"step {fmt(cell.get('step_ms_median'), '.2f')} ms)")
         ratio = cell.get("mpbench_over_torch")
-        out.append("4. against PyTorch on this GPU: " + (f"mpbench/PyTorch = {ratio:.2f}x (tokens/s)" if ratio else
+        out.append("4. against PyTorch eager on this GPU (one round): " + (f"mpbench = {ratio:.2f}x vs torch eager" if ratio else
                    f"not measured (torch-cell: {codes.get('torch-cell', 'not run')})"))
     else:
         out.append(f"3. BERT-base cell: no result (bert-cell: {codes.get('bert-cell', 'not run')})")
         out.append("4. against PyTorch: no mpbench figure to compare")
+    return out
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def anchor_lines(doc):
+    """The anchor step's ratios, each naming what it is against, with its spread."""
+    if not doc:
+        return ["mpbench vs PyTorch: not measured (anchor step: no anchor.json)"]
+    out = []
+    for p, r in (doc.get("mpbench_over_torch") or {}).items():
+        lo, hi = r["ratio_range"]
+        out.append(f"mpbench {p} fused = {r['ratio']:.2f}x vs {r['anchor_label']} (the strongest PyTorch measured; "
+                   f"best of {doc.get('rounds')} interleaved rounds, round by round {lo:.2f}-{hi:.2f}x)")
+    for v in doc.get("variants") or []:
+        out.append(f"  {v['label']} {v['precision']}: {v['best']:.0f} tokens/s (rounds {v['spread']:.1%} apart), "
+                   f"SDPA {v['sdpa_backend']}, {v['optimizer']}"
+                   + (f", compiled in {v['compile_s']:.0f} s" if v.get("compile_s") else "")
+                   + (" [dense MLM head: more work]" if v.get("dense_head") else ""))
+    for m in doc.get("mpbench") or []:
+        out.append(f"  mpbench {m['precision']} fusion={m['fusion']}: {m['best']:.0f} tokens/s "
+                   f"(rounds {m['spread']:.1%} apart)")
+    out += [f"  skipped {v}: {why}" for v, why in (doc.get("skipped") or {}).items()]
+    return out or ["mpbench vs PyTorch: anchor.json holds no ratio"]
+
+
+def timeline_lines(logs, fused_step_ms):
+    """Each timeline's parts and top 10 kernels (timeline.py), or why there is none."""
+    out = []
+    for v in ("fused", "unfused"):
+        k, n = (os.path.join(logs, f"timeline_{v}{x}.csv") for x in ("", ".nvtx"))
+        if not os.path.exists(k):
+            out.append(f"amp_bf16 {v} timeline: none (timeline-{v} / timeline-csv steps)")
+            continue
+        try:
+            rows = timeline.join(read_text(k), read_text(n), (os.path.basename(k), os.path.basename(n)))
+        except timeline.TimelineError as e:
+            out.append(f"amp_bf16 {v} timeline: unreadable: {e}")
+            continue
+        out += timeline.lines(f"amp_bf16 {v} timeline (one step under ncu)",
+                              timeline.summarise(rows, fused_step_ms if v == "fused" else None))
+    return out
+
+
+def fp8_lines(logs):
+    """gpu_fp8's cells: fp8 beside amp_bf16 at each batch (step ms, eval loss, the band)."""
+    cells = cell_figures(logs, "gpu_fp8")
+    by = {}
+    for c in cells.values():
+        if "error" not in c:
+            by[(c.get("batch_size"), c["precision"])] = c
+    out = []
+    for b in sorted({k[0] for k in by if k[0]}):
+        bf, f8 = by.get((b, "amp_bf16")), by.get((b, "fp8"))
+        if not (bf and f8):
+            continue
+        speed = (bf["step_ms_median"] / f8["step_ms_median"]) if bf["step_ms_median"] and f8["step_ms_median"] else None
+        gap = (f8["eval_loss"] - bf["eval_loss"]) / bf["eval_loss"] if bf["eval_loss"] and f8["eval_loss"] else None
+        out.append(f"fp8 at batch {b}: step {fmt(f8['step_ms_median'], '.2f')} ms vs amp_bf16 "
+                   f"{fmt(bf['step_ms_median'], '.2f')} ms ({fmt(speed, '.2f')}x); eval loss {fmt(gap, '+.2%')} vs bf16 "
+                   + ("(inside fp8.yaml's 2.5% band)" if gap is not None and abs(gap) <= 0.025 else "(OUTSIDE the 2.5% band)"))
+    return out or ["fp8 beside amp_bf16: no gpu_fp8 cells (fp8-cells step)"]
+
+
+def lease_answers(logs, steps):
+    """The lease's page leads with: the gate, the anchor ratio, the timeline's top kernels, fp8."""
+    codes = {n: st for n, _, st, *_ in steps}
+    out = ["In short:", "gate: " + ", ".join(f"{n} {codes.get(n, 'not run')}" for n in ("gate-test_gpu", "gate-test_ops_cuda"))]
+    anchor = read_json(os.path.join(logs, "anchor.json"))
+    out += anchor_lines(anchor)
+    fused_ms = None
+    for m in (anchor or {}).get("mpbench") or []:
+        shape = anchor.get("shape") or {}
+        if m.get("fusion") == "on" and m.get("best") and shape.get("B"):
+            fused_ms = shape["B"] * shape["T"] / m["best"] * 1e3
+    out += timeline_lines(logs, fused_ms)
+    out += fp8_lines(logs)
     return out
 
 
@@ -270,11 +361,15 @@ def step_table_and_cells(a, steps):
         torch.update(torch_tokens(text))
         # bench/torch_bert_gpu.py's own 'libraries:' lines: what PyTorch loaded, from where
         torch_libraries += [ln for ln in re.findall(r"^libraries: .*$", text, re.M) if ln not in torch_libraries]
-    for experiment in (CELL_EXPERIMENT, "gpu_smoke"):
+    anchor = read_json(os.path.join(a.logs, "anchor.json"))
+    for p, r in ((anchor or {}).get("mpbench_over_torch") or {}).items():
+        figures[f"anchor {p}"] = {"ratio": round(r["ratio"], 3), "vs": r["anchor_label"],
+                                  "round_range": [round(x, 3) for x in r["ratio_range"]]}
+    for experiment in (CELL_EXPERIMENT, "gpu_smoke", "gpu_fp8"):
         cells = cell_figures(a.logs, experiment)
         if not cells:
             continue
-        print(f"\n{experiment} (mpbench; PyTorch on the same GPU, one round each, mpbench's cell first):")
+        print(f"\n{experiment} (mpbench; vs PyTorch eager on the same GPU, one round each, PyTorch's run first):")
         for cell_id, c in cells.items():
             if "error" in c:
                 print(f"  {cell_id}: unreadable: {c['error']}")
@@ -287,9 +382,11 @@ def step_table_and_cells(a, steps):
                   f"{fmt(c['allocs_in_timed_steps'])} allocations, {fmt(c['host_syncs_per_step'])} host syncs/step; "
                   f"GEMM fallbacks {c['gemm_fallbacks'] or 'none'}")
             print(f"      step {fmt(c['step_ms_median'], '.2f')} ms (median), {fmt(c['tokens_per_s'])} tokens/s, "
-                  f"MFU {fmt(c['mfu'], '.2f')}; loss {fmt(c['final_loss'], '.3f')} (eval {fmt(c['eval_loss'], '.3f')})")
+                  f"MFU {fmt(c['mfu_tensor_peak'], '.2f')} of the bf16 dense tensor-core peak "
+                  f"({fmt(c['mfu'], '.2f')} of its own mode's); loss {fmt(c['final_loss'], '.3f')} (eval {fmt(c['eval_loss'], '.3f')})")
             if ratio:
-                print(f"      PyTorch (autocast + SDPA): {t:.0f} tokens/s; mpbench/PyTorch = {ratio:.2f}x")
+                print(f"      PyTorch eager (autocast + SDPA, one round): {t:.0f} tokens/s; "
+                      f"mpbench = {ratio:.2f}x vs torch eager")
             figures[f"{experiment} {cell_id}"] = {k: v for k, v in c.items() if k not in ("precision", "fusion")}
             if ratio:
                 figures[f"{experiment} {cell_id}"]["torch_tokens_per_s"] = round(t)
