@@ -42,7 +42,9 @@ class BertShape:
 
 def composed_attention(q, k, v, bias):
     """softmax(q k^T / sqrt(d) + bias) v, as written."""
-    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + bias
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        s = s + bias
     return s.softmax(-1) @ v
 
 
@@ -81,7 +83,7 @@ class Layer(nn.Module):
         s, b = self.s, x.shape[0]
         q, k, v = self.qkv(x).view(b, s.T, 3, s.A, s.H // s.A).permute(2, 0, 3, 1, 4)
         if self.sdpa:
-            ctx = sdpa_attention(q, k, v, bias.to(q.dtype))
+            ctx = sdpa_attention(q, k, v, None if bias is None else bias.to(q.dtype))
         else:
             ctx = composed_attention(q, k, v, bias)
         ctx = ctx.transpose(1, 2).reshape(b, s.T, s.H)
@@ -116,12 +118,13 @@ class Bert(nn.Module):
                 nn.init.zeros_(m.bias)
 
     def forward(self, ids, key_valid, labels, positions=None):
-        """ids, key_valid (1 = a real token): [B, T]. Dense (positions None):
+        """ids, key_valid (1 = a real token; None: no padding, so no mask at all, which
+        lets SDPA choose FlashAttention): [B, T]. Dense (positions None):
         labels [B, T], -1 where not predicted. Sparse: positions, the flat
         indices (b * T + t) of the predicted tokens, and their labels."""
         s, ln = self.s, self.ln_apply
         x = ln(self.ln, self.tok(ids) + self.pos.weight[None])
-        bias = ((1.0 - key_valid.float()) * -1e4)[:, None, None, :]  # the padding mask as an additive bias
+        bias = None if key_valid is None else ((1.0 - key_valid.float()) * -1e4)[:, None, None, :]  # additive mask
         for layer in self.layers:
             x = layer(x, bias)
         if positions is not None:

@@ -30,9 +30,17 @@ class TorchBertGpu(unittest.TestCase):
         p = run("--torch-only", "--device", "cpu", *TOY)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("BERT L1 H64 A2, sequence 16, batch 2, vocabulary 104", p.stdout)  # 100 padded to 8
-        m = re.search(r"^torch\s+fp32\s+(\d+) tokens/s$", p.stdout, re.M)
+        m = re.search(r"^torch eager\s+fp32\s+(\d+) tokens/s \(best of 1, rounds 0.0% apart\)$", p.stdout, re.M)
         self.assertIsNotNone(m, p.stdout)
         self.assertGreater(int(m.group(1)), 0)
+        import torch
+        if not hasattr(torch, "compile"):  # Debian's 1.13: the compiled variants are named as skipped, with why
+            self.assertIn("skipped torch.compile: torch", p.stdout)
+
+    def test_bad_variant_is_refused(self):
+        p = run("--torch-only", "--device", "cpu", "--variants", "jit", *TOY)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("unknown 'jit'", p.stderr)
 
     def test_no_gpu_is_a_one_line_error(self):
         import torch
@@ -66,7 +74,10 @@ class TorchBertGpu(unittest.TestCase):
         self.assertFalse([x for x in libs["loaded"] if x.startswith("/usr/local/cuda")], libs["loaded"])
         self.assertIsNone(doc["libraries"]["mpbench"])  # --torch-only
         self.assertIn("libraries: torch ran without /usr/local/cuda/lib64", p.stdout)
-        self.assertEqual([r["side"] for r in doc["tokens_per_s"]], ["torch"])
+        self.assertEqual([r["side"] for r in doc["tokens_per_s"]], ["torch eager"])
+        eager = doc["variants"][0]
+        self.assertEqual((eager["variant"], eager["compile_s"], eager["dense_head"]), ("eager", 0.0, False))
+        self.assertTrue(eager["sdpa_backend"])
 
     def test_json_into_a_missing_directory_is_refused_first(self):
         p = run("--torch-only", "--device", "cpu", "--json", "/nonexistent-dir/x.json", *TOY)
@@ -78,6 +89,33 @@ class TorchBertGpu(unittest.TestCase):
         p = run("--torch-only", "--device", "cpu", "--precisions", "fp64", *TOY)
         self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
         self.assertIn("unknown 'fp64'", p.stderr)
+
+
+class AnchorRatio(unittest.TestCase):
+    """The headline ratio is against the strongest PyTorch variant, named, with its range."""
+
+    def ratios(self, torch_rounds, mpbench_rounds):
+        sys.path.insert(0, os.path.join(SOURCE_DIR, "bench"))
+        import torch_bert_gpu
+        return torch_bert_gpu.anchor_ratios(torch_rounds, mpbench_rounds, ["amp_bf16"])["amp_bf16"]
+
+    def test_strongest_variant_is_the_anchor(self):
+        r = self.ratios({("eager", "amp_bf16"): [100.0, 110.0], ("compile-ro", "amp_bf16"): [200.0, 180.0],
+                         ("compile", "amp_bf16"): [150.0, 160.0]},
+                        {("amp_bf16", "on"): [300.0, 240.0], ("amp_bf16", "off"): [10.0, 10.0]})
+        self.assertEqual(r["anchor"], "compile-ro")
+        self.assertEqual(r["anchor_label"], "torch.compile reduce-overhead")
+        self.assertAlmostEqual(r["ratio"], 300.0 / 200.0)  # best over best
+        self.assertAlmostEqual(r["ratio_range"][0], 240.0 / 180.0)  # round by round
+        self.assertAlmostEqual(r["ratio_range"][1], 300.0 / 200.0)
+        self.assertAlmostEqual(r["vs_each"]["eager"], 300.0 / 110.0)
+
+    def test_dense_head_hf_is_the_anchor_only_alone(self):
+        # HF scores every position (more work): faster or not, it anchors only when nothing else ran
+        r = self.ratios({("eager", "amp_bf16"): [100.0], ("hf", "amp_bf16"): [120.0]}, {("amp_bf16", "on"): [200.0]})
+        self.assertEqual(r["anchor"], "eager")
+        r = self.ratios({("hf", "amp_bf16"): [120.0]}, {("amp_bf16", "on"): [240.0]})
+        self.assertEqual((r["anchor"], r["ratio"]), ("hf", 2.0))
 
 
 if __name__ == "__main__":
