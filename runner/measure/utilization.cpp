@@ -27,6 +27,9 @@ nlohmann::json utilization_json(const UtilizationInputs& in) {
   j["peak_source"] = nullptr;
   j["mfu"] = nullptr;
   j["hfu"] = nullptr;
+  j["tensor_peak_tflops"] = nullptr;
+  j["tensor_peak_mode"] = nullptr;
+  j["mfu_tensor_peak"] = nullptr;
   j["why"] = nullptr;
   j["warning"] = nullptr;
 
@@ -35,7 +38,9 @@ nlohmann::json utilization_json(const UtilizationInputs& in) {
   // 0: no peak for this mode (a plain double: GCC 12 misreads an optional here as maybe-uninitialized)
   const double peak = peaks ? peaks->tflops(in.gemm).value_or(0.0) : 0.0;
   j["formula"] = "MFU = model FLOPs per step (GEMMs: forward 2mnk, backward 4mnk) / median step time / dense " +
-                 mode + " peak; HFU adds the forward GEMMs checkpointing recomputes";
+                 mode + " peak; HFU adds the forward GEMMs checkpointing recomputes; mfu_tensor_peak divides by "
+                 "the dense 16-bit tensor-core peak (bf16, else fp16) whatever the cell's mode, so it compares "
+                 "across precisions";
   if (!in.device || in.device->kind != DeviceKind::Cuda) {
     j["why"] = "no dense peak table for CPUs: see ceiling_fraction_* (the measured " + mode + " GEMM ceiling)";
     return j;
@@ -44,6 +49,15 @@ nlohmann::json utilization_json(const UtilizationInputs& in) {
     j["why"] = "'" + in.device->name + "' is not in the table of known GPUs (runner/measure/device_peaks.cpp): see "
                "ceiling_fraction_* (the measured GEMM ceiling)";
     return j;
+  }
+  // One yardstick for every cell: the chip's 16-bit dense tensor-core peak. An fp32 cell's
+  // MFU against its own (CUDA-core) peak reads 0.52 where bf16's reads 0.20, backwards to
+  // anyone asking which ran closer to what the chip can do (issue 44).
+  const std::optional<double> tensor = peaks->bf16 ? peaks->bf16 : peaks->fp16;
+  if (tensor && *tensor > 0.0) {
+    j["tensor_peak_tflops"] = *tensor;
+    j["tensor_peak_mode"] = peaks->bf16 ? "bf16" : "fp16";
+    j["mfu_tensor_peak"] = model_flops_s / (*tensor * 1e12);
   }
   if (peak <= 0.0) {
     j["why"] = peaks->model + " has no dense " + mode + " tensor-core peak";

@@ -133,6 +133,7 @@ _SUMMARY = Fields(
     final_loss=NUMBER, eval_loss=NUMBER, eval_accuracy=MEASUREMENT, skipped_steps=MEASUREMENT,
     estimated_time=Fields(seconds=MEASUREMENT, flops_per_step=MEASUREMENT, steps=MEASUREMENT,
                           repeats=MEASUREMENT, assumed_mfu=MEASUREMENT, rate_tflops=MEASUREMENT,
+                          step_seconds=MEASUREMENT, memory_bytes_per_step=MEASUREMENT, bandwidth_tbs=MEASUREMENT,
                           basis=STRING, device=STRING, source=STRING, why=STRING),
     measured_time_s=MEASUREMENT, measured_from_step=ListOf(MEASUREMENT),
     noise=Fields(cv=MEASUREMENT, robust_cv=MEASUREMENT, p90_over_median=MEASUREMENT, outlier_steps=MEASUREMENT,

@@ -60,6 +60,25 @@ TEST(Utilization, MfuAndHfuAgainstTheDensePeak) {
   EXPECT_NE(j["peak_source"].get<std::string>().find("H100 SXM"), std::string::npos);
 }
 
+TEST(Utilization, OneTensorCoreYardstickForEveryPrecision) {
+  // fp32 against its CUDA-core peak looks better than bf16 against its tensor-core peak;
+  // mfu_tensor_peak puts both on the bf16 dense peak (issue 44).
+  const DeviceInfo dev = device(DeviceKind::Cuda, "NVIDIA H200");
+  const auto fp32 = utilization_json(inputs(dev, GemmCompute::F32, 100.0));  // 30 TFLOP/s
+  const auto bf16 = utilization_json(inputs(dev, GemmCompute::BF16, 15.0));  // 200 TFLOP/s
+  EXPECT_GT(fp32["mfu"].get<double>(), bf16["mfu"].get<double>());           // the backwards column
+  EXPECT_NEAR(fp32["mfu_tensor_peak"].get<double>(), 30.0 / 989.4, 1e-12);
+  EXPECT_NEAR(bf16["mfu_tensor_peak"].get<double>(), 200.0 / 989.4, 1e-12);
+  EXPECT_EQ(fp32["tensor_peak_mode"], "bf16");
+  EXPECT_DOUBLE_EQ(fp32["tensor_peak_tflops"].get<double>(), 989.4);
+  // No bf16 on a V100: its fp16 tensor-core peak, said
+  const auto v100 = utilization_json(inputs(device(DeviceKind::Cuda, "Tesla V100-SXM2-16GB"), GemmCompute::F32, 300.0));
+  EXPECT_EQ(v100["tensor_peak_mode"], "fp16");
+  EXPECT_NEAR(v100["mfu_tensor_peak"].get<double>(), 10.0 / 125.0, 1e-12);
+  const auto cpu = utilization_json(inputs(device(DeviceKind::Cpu, "AMD EPYC"), GemmCompute::F32, 10.0));
+  EXPECT_TRUE(cpu["mfu_tensor_peak"].is_null());
+}
+
 TEST(Utilization, NullWithAReasonOnACpuOrAnUnknownGpu) {
   const DeviceInfo cpu = device(DeviceKind::Cpu, "AMD EPYC");
   auto j = utilization_json(inputs(cpu, GemmCompute::F32, 10.0));
