@@ -59,7 +59,7 @@ CostBasis dry_run_cost_basis(const std::vector<const Cell*>& cells, const std::s
 void print_cells_with_cost(const std::vector<const Cell*>& cells, const CostBasis& basis,
                            const Cell* baseline_copy) {
   if (basis.peaks || !basis.ceiling.empty())
-    std::printf("time estimate: GEMM FLOPs per step x steps x repeats at %s\n", cost_assumption(basis).c_str());
+    std::printf("time estimate: a step x steps x repeats; a step is %s\n", cost_assumption(basis).c_str());
   else
     std::printf("time estimate: none (%s)\n", basis.why_none.c_str());
   std::printf("  %3s  %6s  %9s  %s\n", "", "h:mm", "seconds", "cell");

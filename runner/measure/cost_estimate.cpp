@@ -5,6 +5,7 @@
 
 #include "config/schema.h"
 #include "train/cell_factory.h"
+#include "train/cell_limits.h"
 
 namespace mpb {
 
@@ -23,18 +24,35 @@ CellCost estimate_cell_cost(const CellConfig& cfg, const CostBasis& basis) {
                                         : basis.why_none;
   }
   if (!peak_tflops) return c;
-  c.rate_tflops = kAssumedMfu * *peak_tflops;
-  c.seconds = c.flops_per_step * double(cfg.steps) * double(cfg.repeats) / (*c.rate_tflops * 1e12);
+  const GpuStepModel& g = kGpuStepModel;
+  c.gemm_share = !basis.peaks                 ? kAssumedMfu
+                 : mode == GemmCompute::F32  ? g.gemm_share_fp32
+                 : mode == GemmCompute::TF32 ? g.gemm_share_tf32
+                                             : g.gemm_share_16bit;
+  c.rate_tflops = c.gemm_share * *peak_tflops;
+  double step = c.flops_per_step / (*c.rate_tflops * 1e12);
+  if (basis.peaks && basis.peaks->bandwidth_tbs > 0) {
+    const MemoryEstimate m = estimate_cell_memory(cfg, true);
+    const double activation_elements = m[MemCategory::Activations] / dtype_bytes(cfg.policy.compute);
+    c.memory_bytes_per_step =
+        activation_elements * (cfg.fused ? g.bytes_per_activation_fused : g.bytes_per_activation_unfused) +
+        m.param_count * g.optimizer_bytes_per_param;
+    step += c.memory_bytes_per_step / (basis.peaks->bandwidth_tbs * 1e12);
+  }
+  c.step_seconds = step;
+  c.seconds = step * double(cfg.steps) * double(cfg.repeats);
   return c;
 }
 
 std::string cost_assumption(const CostBasis& basis) {
   const std::string mfu = std::to_string(int(std::lround(kAssumedMfu * 100))) + "%";
   if (basis.peaks)
-    return mfu + " of the dense peak of each cell's GEMM mode on " + basis.peaks->model + " (" + basis.source +
-           "; " + basis.peaks->source + ")";
+    return "GEMMs at 65% (16-bit), 40% (tf32) or 65% (fp32) of the dense peak of each cell's mode, plus the "
+           "memory-bound rest at the memory bandwidth (the H200-fitted step model), on " + basis.peaks->model +
+           " (" + basis.source + "; " + basis.peaks->source + ")";
   if (!basis.ceiling.empty())
-    return mfu + " of the GEMM ceiling of each cell's mode, measured at start on " + basis.device;
+    return "its GEMM FLOPs at " + mfu + " of the GEMM ceiling of each cell's mode, measured at start on " +
+           basis.device;
   return "no estimate: " + basis.why_none;
 }
 
@@ -44,8 +62,12 @@ nlohmann::json cell_cost_json(const CellConfig& cfg, const CellCost& cost, const
   j["flops_per_step"] = cost.flops_per_step;
   j["steps"] = cfg.steps;
   j["repeats"] = cfg.repeats;
-  j["assumed_mfu"] = kAssumedMfu;
+  j["assumed_mfu"] = cost.rate_tflops ? cost.gemm_share : kAssumedMfu;  // the GEMMs' assumed share of the peak
   j["rate_tflops"] = cost.rate_tflops ? nlohmann::json(*cost.rate_tflops) : nlohmann::json(nullptr);
+  j["step_seconds"] = cost.step_seconds ? nlohmann::json(*cost.step_seconds) : nlohmann::json(nullptr);
+  j["memory_bytes_per_step"] = cost.memory_bytes_per_step;  // the GPU model's memory-bound rest; 0 on the CPU
+  j["bandwidth_tbs"] = basis.peaks && basis.peaks->bandwidth_tbs > 0 ? nlohmann::json(basis.peaks->bandwidth_tbs)
+                                                                    : nlohmann::json(nullptr);
   j["basis"] = basis.peaks ? "gpu_peak" : basis.ceiling.empty() ? "none" : "measured_ceiling";
   j["device"] = basis.peaks ? basis.peaks->model : basis.device;
   j["source"] = basis.peaks ? basis.source + "; " + basis.peaks->source : basis.source;

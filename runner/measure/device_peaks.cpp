@@ -24,6 +24,8 @@ struct Row {
   DevicePeaks peaks;
 };
 
+// Each row: fp32, tf32, fp16, bf16 dense TFLOP/s, then memory bandwidth in TB/s
+// (A100: the 80 GB part's 2.0; the 40 GB part has 1.56).
 // Order matters: the first row whose words match wins ("L40S" before "L4",
 // "A100" before "A10", "H100 PCIe" before "H100").
 const std::vector<Row>& rows() {
@@ -32,17 +34,17 @@ const std::vector<Row>& rows() {
   static const std::string ada = "NVIDIA L4/L40S datasheets, AD102 whitepaper (dense, fp32 accumulate)";
   static const std::string older = "NVIDIA V100/T4 datasheets (dense)";
   static const std::vector<Row> table = {
-      {"h100-pcie", {"H100", "PCIe"}, {}, {"H100 PCIe", hopper, 51.2, 378.0, 756.0, 756.0}},
-      {"h100", {"H100"}, {"NVL"}, {"H100 SXM", hopper, 66.9, 494.7, 989.4, 989.4}},
-      {"h200", {"H200"}, {"NVL"}, {"H200 SXM", hopper, 66.9, 494.7, 989.4, 989.4}},
-      {"a100", {"A100"}, {}, {"A100", ampere, 19.5, 156.0, 312.0, 312.0}},
-      {"a10", {"A10"}, {"A100", "A10G"}, {"A10", ampere, 31.2, 62.5, 125.0, 125.0}},
-      {"rtx3090", {"RTX 3090"}, {"Ti"}, {"GeForce RTX 3090", ampere, 35.6, 35.6, 71.0, 71.0}},
-      {"l40s", {"L40S"}, {}, {"L40S", ada, 91.6, 183.0, 362.0, 362.0}},
-      {"l4", {"L4"}, {"L40"}, {"L4", ada, 30.3, 60.0, 121.0, 121.0}},
-      {"rtx4090", {"RTX 4090"}, {}, {"GeForce RTX 4090", ada, 82.6, 82.6, 165.2, 165.2}},
-      {"v100", {"V100"}, {}, {"V100", older, 15.7, std::nullopt, 125.0, std::nullopt}},
-      {"t4", {"T4"}, {}, {"T4", older, 8.1, std::nullopt, 65.0, std::nullopt}},
+      {"h100-pcie", {"H100", "PCIe"}, {}, {"H100 PCIe", hopper, 51.2, 378.0, 756.0, 756.0, 2.0}},
+      {"h100", {"H100"}, {"NVL"}, {"H100 SXM", hopper, 66.9, 494.7, 989.4, 989.4, 3.35}},
+      {"h200", {"H200"}, {"NVL"}, {"H200 SXM", hopper, 66.9, 494.7, 989.4, 989.4, 4.8}},
+      {"a100", {"A100"}, {}, {"A100", ampere, 19.5, 156.0, 312.0, 312.0, 2.0}},
+      {"a10", {"A10"}, {"A100", "A10G"}, {"A10", ampere, 31.2, 62.5, 125.0, 125.0, 0.6}},
+      {"rtx3090", {"RTX 3090"}, {"Ti"}, {"GeForce RTX 3090", ampere, 35.6, 35.6, 71.0, 71.0, 0.936}},
+      {"l40s", {"L40S"}, {}, {"L40S", ada, 91.6, 183.0, 362.0, 362.0, 0.864}},
+      {"l4", {"L4"}, {"L40"}, {"L4", ada, 30.3, 60.0, 121.0, 121.0, 0.3}},
+      {"rtx4090", {"RTX 4090"}, {}, {"GeForce RTX 4090", ada, 82.6, 82.6, 165.2, 165.2, 1.008}},
+      {"v100", {"V100"}, {}, {"V100", older, 15.7, std::nullopt, 125.0, std::nullopt, 0.9}},
+      {"t4", {"T4"}, {}, {"T4", older, 8.1, std::nullopt, 65.0, std::nullopt, 0.32}},
   };
   return table;
 }

@@ -20,6 +20,7 @@ struct DevicePeaks {
   std::string source;  // where the numbers come from
   // TFLOP/s; nullopt where the mode has no tensor-core path (V100, T4: tf32, bf16).
   std::optional<double> fp32, tf32, fp16, bf16;
+  double bandwidth_tbs = 0;  // device memory bandwidth, TB/s (datasheet): the cost estimate's memory term
   std::optional<double> tflops(GemmCompute mode) const;
 };
 

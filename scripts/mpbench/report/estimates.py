@@ -62,7 +62,11 @@ def estimate_legend(rs):
             "measured_ceiling": f"of the GEMM ceiling of each cell's mode measured at start on {est.get('device')}",
             }.get(est.get("basis"), "(no basis)")
     source = f" ({est.get('source')})" if est.get("basis") == "gpu_peak" else ""
-    return (f"estimated: GEMM FLOPs per step × steps × repeats at {share} {what}{source}, "
+    # The GPU step model (runner/measure/cost_estimate.h) adds the memory-bound rest at the bandwidth.
+    bandwidth = est.get("bandwidth_tbs")
+    memory = (f", plus the memory-bound rest (non-GEMM kernels over the activations, the optimizer over the "
+              f"parameters) at {bandwidth:g} TB/s" if isinstance(bandwidth, (int, float)) else "")
+    return (f"estimated: per step, the GEMM FLOPs at {share} {what}{source}{memory}; × steps × repeats, "
             "made before the run as runner --dry-run prints it; measured: every step of every repeat by the device's "
-            "timer (set-up and evaluation are in neither). A ratio above 1 means the run reached less than the "
-            "assumed share.")
+            "timer (set-up and evaluation are in neither). A ratio above 1 means the run was slower than the "
+            "estimate assumed.")

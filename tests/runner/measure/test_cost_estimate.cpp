@@ -46,13 +46,19 @@ TEST(CostEstimate, FlopsTimesStepsAndRepeatsOverTheAssumedShareOfThePeak) {
   const CellCost cost = estimate_cell_cost(c, *basis);
   ASSERT_TRUE(cost.seconds);
   EXPECT_DOUBLE_EQ(cost.flops_per_step, cell_step_flops(c).hardware());  // checkpointing's recompute is work too
-  EXPECT_DOUBLE_EQ(*cost.rate_tflops, 0.4 * 71.0);                      // the 3090's dense fp16 peak
-  EXPECT_NEAR(*cost.seconds, cost.flops_per_step * 600 / (0.4 * 71.0e12), 1e-12 * *cost.seconds);
-  EXPECT_NE(cost_assumption(*basis).find("40% of the dense peak"), std::string::npos);
+  // The GPU step model: the GEMMs at 65% of the 3090's dense fp16 peak, plus the memory-bound
+  // rest at its 936 GB/s.
+  EXPECT_DOUBLE_EQ(*cost.rate_tflops, kGpuStepModel.gemm_share_16bit * 71.0);
+  EXPECT_GT(cost.memory_bytes_per_step, 0.0);
+  const double step = cost.flops_per_step / (*cost.rate_tflops * 1e12) + cost.memory_bytes_per_step / 0.936e12;
+  EXPECT_NEAR(*cost.step_seconds, step, 1e-12 * step);
+  EXPECT_NEAR(*cost.seconds, step * 600, 1e-12 * *cost.seconds);
+  EXPECT_NE(cost_assumption(*basis).find("GEMMs at 65% (16-bit)"), std::string::npos);
   const nlohmann::json j = cell_cost_json(c, cost, *basis);
   EXPECT_EQ(j["basis"], "gpu_peak");
   EXPECT_EQ(j["device"], "GeForce RTX 3090");
-  EXPECT_DOUBLE_EQ(j["assumed_mfu"].get<double>(), 0.4);
+  EXPECT_DOUBLE_EQ(j["assumed_mfu"].get<double>(), 0.65);
+  EXPECT_DOUBLE_EQ(j["bandwidth_tbs"].get<double>(), 0.936);
   EXPECT_TRUE(j["why"].is_null());
 
   // A mode the GPU has no tensor-core peak for: no estimate, and why.
