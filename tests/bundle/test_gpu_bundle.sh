@@ -125,11 +125,16 @@ python3 "$b/scripts/gpu_ledger.py" add "$sum" --dir "$tmp/ledger" >/dev/null || 
 cp "$tmp/ledger/ledger.jsonl" "$b/ledger.jsonl"
 which=$("$b/bin/gpu-session" which) || fail "gpu-session which failed: $which"
 grep -qx 'phase: first' <<<"$which" || fail "after a failed first, which does not say first: $which"
-# The same record with every step passed: next goes on to sanitize.
+# The same record with every step passed: next goes on to the lease, running all of it
+# (nothing of the lease has run at these sources).
 python3 -c 'import json, sys
 r = json.loads(open(sys.argv[1]).readline())
 for s in r["steps"]: s["code"] = "ok"
 open(sys.argv[1], "w").write(json.dumps(r) + "\n")' "$b/ledger.jsonl"
 which=$("$b/bin/gpu-session" which) || fail "gpu-session which failed: $which"
-grep -qx 'phase: sanitize' <<<"$which" || fail "after a passed first, which does not say sanitize: $which"
+grep -qx 'phase: lease' <<<"$which" || fail "after a passed first, which does not say lease: $which"
+grep -qx 'reuse: ' <<<"$which" || fail "a lease with nothing run yet reuses steps: $which"
+# The bundle's MANIFEST.md carries the four source groups' hashes, and the summary recorded them.
+grep -q '^- sources: `device=[0-9a-f]\{16\},gpu_tests=[0-9a-f]\{16\},host=[0-9a-f]\{16\},torch=[0-9a-f]\{16\}`' \
+  "$b/MANIFEST.md" || fail "MANIFEST.md has no sources line: $(grep sources "$b/MANIFEST.md")"
 echo "PASS"
