@@ -118,7 +118,7 @@ def main():
     a = ap.parse_args()
     source = a.source or default_source()
     if not source or not os.path.isdir(source):
-        print("extract_text_corpus: no Python documentation sources (install python3-doc: scripts/install_deps.sh)",
+        print("extract_text_corpus: no Python documentation sources (install python3-doc: scripts/install_deps.sh --corpus)",
               file=sys.stderr)
         return 2
     files = sorted(f for d in PROSE_DIRS for f in glob.glob(os.path.join(source, d, "**", "*.rst.txt"), recursive=True))

@@ -12,7 +12,7 @@
 # lib/cuda-needed.txt lists the sonames the binaries NEED, and bin/mpbench-env finds them.
 # Usage: scripts/gpu_bundle.sh [--build-dir build] [--out mpbench-gpu-bundle.tar.gz]
 #   Nothing is rebuilt: it fails when a binary is missing, the build has CUDA off, or its
-#   CUDA architectures do not include 80;86;89;90 (SASS) and Blackwell's 100;120 (PTX). Needs patchelf (scripts/install_deps.sh),
+#   CUDA architectures do not include 80;86;89;90 (SASS) and Blackwell's 100;120 (PTX). Needs patchelf (scripts/install_deps.sh --tests),
 #   binutils (strip, readelf, objcopy), python3.
 set -euo pipefail
 
@@ -35,7 +35,7 @@ build=$(cd "$build" && pwd)
 [[ -d $(dirname "$out") ]] || die "the output's directory $(dirname "$out") does not exist"
 
 for tool in patchelf strip readelf objcopy python3 tar gzip ldd; do
-  command -v "$tool" >/dev/null || die "'$tool' not found$([[ $tool == patchelf ]] && echo ' (Debian package patchelf; scripts/install_deps.sh installs it)')"
+  command -v "$tool" >/dev/null || die "'$tool' not found$([[ $tool == patchelf ]] && echo ' (Debian package patchelf; scripts/install_deps.sh --tests installs it)')"
 done
 
 # ---- the build: CUDA on, for the four architectures ----------------------------------

@@ -8,6 +8,10 @@ build=${MPB_BUILD_DIR:-$root/build}
 
 source "$root/scripts/lib/stage.sh"   # stage "NAME: what" COMMAND..., mmss SECONDS
 
+# The test suite's own packages first (chromium, PyTorch, the text corpus: install_deps.sh
+# --tests); build.sh then finds the build's own present.
+stage "installing: Debian packages the tests use (scripts/install_deps.sh --tests)" \
+  bash "$root/scripts/install_deps.sh" --tests
 bash "$root/scripts/build.sh"
 stage "testing: ctest ($(nproc) jobs)" \
   ctest --test-dir "$build" --output-on-failure -j"$(nproc)" "$@"

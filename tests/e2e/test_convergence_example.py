@@ -18,7 +18,7 @@ Expected (experiments/convergence.yaml's header says why):
   precision=amp_fp16,fusion=on,loss_scale=none       worse
   precision=amp_fp16,fusion=on,loss_scale=dynamic    not worse (the loss scale's job)
 Skipped (77) only when the corpus the experiment reads is not installed
-(scripts/install_deps.sh extracts it).
+(scripts/install_deps.sh --corpus extracts it).
 """
 
 import json
@@ -57,7 +57,7 @@ def erase_verdicts(run_dir):
 
 def main():
     if not os.path.exists(CORPUS):
-        print(f"SKIP: {CORPUS} is missing (scripts/install_deps.sh extracts it)")
+        print(f"SKIP: {CORPUS} is missing (scripts/install_deps.sh --corpus extracts it)")
         return 77
     fails = []
     committed = cells_of(EXAMPLE)

@@ -76,7 +76,7 @@ TEST(TextSanity, ConvergenceBaselineBeatsTheBestContextFreeLossOnHeldOutTokens) 
   ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
 
   // Loading checks data.path: a missing corpus fails here, naming
-  // scripts/install_deps.sh (the README's commands run it).
+  // scripts/install_deps.sh --corpus (scripts/test.sh runs it with --tests).
   const ExperimentConfig e = load_experiment(kExperiment);
   CellConfig c = baseline_of(e).config;
   ASSERT_EQ(c.data.kind, DataKind::Text);
