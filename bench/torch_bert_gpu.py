@@ -42,6 +42,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_library_env as libenv  # noqa: E402
@@ -130,6 +131,45 @@ def library_lines(torch_libs, runner_libs):
     return lines
 
 
+def report(a, s, where, skipped, built, torch_rounds, mpbench_rounds, manifest, precisions, final):
+    """The table and ratios (printed when FINAL), and the JSON (after every round)."""
+    rows = [(LABELS[v], p, r) for (v, p), r in torch_rounds.items() if r]
+    rows += [(f"mpbench fusion={f}", p, r) for (p, f), r in sorted(mpbench_rounds.items())]
+    ratios = {} if a.torch_only else anchor_ratios(torch_rounds, mpbench_rounds, precisions)
+    torch_libs = torch_libraries()
+    runner_libs = None if a.torch_only else libenv.runner_libraries(manifest)
+    if final:
+        for side, p, r in rows:
+            print(f"{side:40s} {p:9s} {max(r):10.0f} tokens/s (best of {len(r)}, rounds {spread(r):.1%} apart)")
+        for p, r in ratios.items():
+            lo, hi = r["ratio_range"]
+            print(f"{p:9s} mpbench fused = {r['ratio']:.2f}x vs {r['anchor_label']} (the strongest PyTorch measured; "
+                  f"rounds {lo:.2f}-{hi:.2f}x); " + ", ".join(f"{x:.2f}x vs {LABELS[v]}" for v, x in r["vs_each"].items()))
+        for line in library_lines(torch_libs, runner_libs):
+            print(line)
+    if not a.json:
+        return
+    done = {k: r for k, r in torch_rounds.items() if r}
+    doc = {"device": where, "torch": torch.__version__, "final": final,
+           "shape": {"L": s.L, "H": s.H, "A": s.A, "T": s.T, "B": s.B, "V": s.V},
+           "rounds": max((len(r) for r in done.values()), default=0), "steps": a.steps, "skipped": skipped,
+           "variants": [{"variant": v, "label": LABELS[v], "precision": p, "rounds_tokens_per_s": done[(v, p)],
+                         "best": max(done[(v, p)]), "spread": spread(done[(v, p)]),
+                         "compile_s": b.compile_s, "sdpa_backend": b.sdpa_backend, "optimizer": b.optimizer,
+                         "dense_head": v == "hf"} for (v, p), b in built.items() if (v, p) in done],
+           "mpbench": [{"precision": p, "fusion": f, "rounds_tokens_per_s": r, "best": max(r), "spread": spread(r)}
+                       for (p, f), r in sorted(mpbench_rounds.items())],
+           "mpbench_over_torch": ratios,
+           "tokens_per_s": [{"side": side, "precision": p, "tokens_per_s": max(r)} for side, p, r in rows],
+           "libraries": {"torch": torch_libs, "mpbench": runner_libs}}
+    # A fresh, exclusively created temp file beside the target (never a planted link), then rename.
+    fd, tmp = tempfile.mkstemp(prefix=".torch_bert_gpu.", dir=os.path.dirname(os.path.abspath(a.json)))
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, a.json)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runner", nargs="?", help="the runner (bin/runner of the bundle, or build/runner)")
@@ -147,7 +187,11 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--vocab", type=int, default=30522)
-    ap.add_argument("--json", metavar="PATH", help="also write every round, the ratios and each side's libraries")
+    ap.add_argument("--json", metavar="PATH", help="also write every round, the ratios and each side's libraries "
+                    "(rewritten after every round, so a run cut short keeps what it measured)")
+    ap.add_argument("--budget-s", type=float, metavar="S",
+                    help="seconds this run may take (a lease's step): variants stop being built after half of it "
+                         "(the rest are named as skipped), and no round starts that the last one says would overrun")
     a = ap.parse_args()
     if a.rounds < 1 or a.steps < 1:
         ap.error("--rounds and --steps must be at least 1")
@@ -174,58 +218,39 @@ def main():
     where = torch.cuda.get_device_name() if a.device == "cuda" else "CPU"
     print(f"torch {torch.__version__} on {where}: BERT L{s.L} H{s.H} A{s.A}, sequence {s.T}, batch {s.B}, "
           f"vocabulary {s.V}; {a.rounds} interleaved round(s), the best of each side counts")
+    started = time.monotonic()
+    elapsed = lambda: time.monotonic() - started  # noqa: E731
     skipped = {v: why for v in variants if (why := unavailable(v, a.device))}
     for v, why in skipped.items():
         print(f"skipped {LABELS[v]}: {why}")
-    runs, built = {}, {}
+    built = {}
     for p in precisions:
         for v in variants:
-            if v not in skipped:
-                built[(v, p)] = Variant(v, s, p, a.device, total_steps=5 + (a.rounds + 1) * (a.steps + 1))
-                b = built[(v, p)]
-                print(f"built {LABELS[v]} {p}: SDPA backend {b.sdpa_backend}, {b.optimizer}"
-                      + (f", compiled in {b.compile_s:.1f} s (not in any step time)" if b.compile_s else ""))
+            if v in skipped:
+                continue
+            if a.budget_s and elapsed() > a.budget_s / 2 and any(q == p for _, q in built):  # one at least
+                skipped[v] = f"not built: {elapsed():.0f} s of the {a.budget_s:.0f}-s budget were gone"
+                print(f"skipped {LABELS[v]} {p}: {skipped[v]}")
+                continue
+            built[(v, p)] = Variant(v, s, p, a.device, total_steps=5 + (a.rounds + 1) * (a.steps + 1))
+            b = built[(v, p)]
+            print(f"built {LABELS[v]} {p}: SDPA backend {b.sdpa_backend}, {b.optimizer}"
+                  + (f", compiled in {b.compile_s:.1f} s (not in any step time)" if b.compile_s else ""))
     torch_rounds = {k: [] for k in built}
     mpbench_rounds = {}
     manifest = {}
-    for _ in range(a.rounds):
+    for r in range(a.rounds):
+        t0 = elapsed()
         for key, b in built.items():
             torch_rounds[key].append(s.B * s.T / b.median_step_s(a.steps))
         if not a.torch_only:
             for k, v in mpbench_round(a.runner, a.mpbench_experiment, s.T, manifest).items():
                 mpbench_rounds.setdefault(k, []).append(v)
-    rows = [(LABELS[v], p, r) for (v, p), r in torch_rounds.items()]
-    rows += [(f"mpbench fusion={f}", p, r) for (p, f), r in sorted(mpbench_rounds.items())]
-    for side, p, r in rows:
-        print(f"{side:40s} {p:9s} {max(r):10.0f} tokens/s (best of {len(r)}, rounds {spread(r):.1%} apart)")
-    ratios = {} if a.torch_only else anchor_ratios(torch_rounds, mpbench_rounds, precisions)
-    for p, r in ratios.items():
-        lo, hi = r["ratio_range"]
-        print(f"{p:9s} mpbench fused = {r['ratio']:.2f}x vs {r['anchor_label']} (the strongest PyTorch measured; "
-              f"rounds {lo:.2f}-{hi:.2f}x); " + ", ".join(f"{x:.2f}x vs {LABELS[v]}" for v, x in r["vs_each"].items()))
-    torch_libs = torch_libraries()
-    runner_libs = None if a.torch_only else libenv.runner_libraries(manifest)
-    for line in library_lines(torch_libs, runner_libs):
-        print(line)
-    if a.json:
-        doc = {"device": where, "torch": torch.__version__,
-               "shape": {"L": s.L, "H": s.H, "A": s.A, "T": s.T, "B": s.B, "V": s.V},
-               "rounds": a.rounds, "steps": a.steps, "skipped": skipped,
-               "variants": [{"variant": v, "label": LABELS[v], "precision": p, "rounds_tokens_per_s": torch_rounds[(v, p)],
-                             "best": max(torch_rounds[(v, p)]), "spread": spread(torch_rounds[(v, p)]),
-                             "compile_s": b.compile_s, "sdpa_backend": b.sdpa_backend, "optimizer": b.optimizer,
-                             "dense_head": v == "hf"} for (v, p), b in built.items()],
-               "mpbench": [{"precision": p, "fusion": f, "rounds_tokens_per_s": r, "best": max(r), "spread": spread(r)}
-                           for (p, f), r in sorted(mpbench_rounds.items())],
-               "mpbench_over_torch": ratios,
-               "tokens_per_s": [{"side": side, "precision": p, "tokens_per_s": max(r)} for side, p, r in rows],
-               "libraries": {"torch": torch_libs, "mpbench": runner_libs}}
-        # A fresh, exclusively created temp file beside the target (never a planted link), then rename.
-        fd, tmp = tempfile.mkstemp(prefix=".torch_bert_gpu.", dir=os.path.dirname(os.path.abspath(a.json)))
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, a.json)
+        report(a, s, where, skipped, built, torch_rounds, mpbench_rounds, manifest, precisions, final=False)
+        if a.budget_s and r + 1 < a.rounds and elapsed() + (elapsed() - t0) > a.budget_s:
+            print(f"stopping after {r + 1} round(s): another would pass the {a.budget_s:.0f}-s budget")
+            break
+    report(a, s, where, skipped, built, torch_rounds, mpbench_rounds, manifest, precisions, final=True)
     return 0
 
 
