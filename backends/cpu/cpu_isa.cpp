@@ -144,7 +144,8 @@ std::unique_ptr<CpuDevice> make_cpu_device_for(const CpuIsaChoice& choice) {
 #if defined(MPB_CPU_X86_ISAS)
     case CpuIsa::Avx2: return mpb_cpu_kernels_avx2(choice);
     case CpuIsa::Avx512: return mpb_cpu_kernels_avx512(choice);
-    case CpuIsa::Avx512Bf16: return mpb_cpu_kernels_avx512_bf16(choice);
+    // The same code as avx512 (CMakeLists.txt): that build, under this choice's name.
+    case CpuIsa::Avx512Bf16: return mpb_cpu_kernels_avx512(choice);
 #endif
     default: break;
   }

@@ -48,8 +48,7 @@ std::unique_ptr<CpuDevice> make_cpu_device_for(const CpuIsaChoice& choice);
 std::unique_ptr<CpuDevice> mpb_cpu_kernels_scalar(const CpuIsaChoice& isa);
 #if defined(MPB_CPU_X86_ISAS)
 std::unique_ptr<CpuDevice> mpb_cpu_kernels_avx2(const CpuIsaChoice& isa);
-std::unique_ptr<CpuDevice> mpb_cpu_kernels_avx512(const CpuIsaChoice& isa);
-std::unique_ptr<CpuDevice> mpb_cpu_kernels_avx512_bf16(const CpuIsaChoice& isa);
+std::unique_ptr<CpuDevice> mpb_cpu_kernels_avx512(const CpuIsaChoice& isa);  // avx512_bf16's too
 #endif
 
 }  // namespace mpb::cpu

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -149,7 +151,12 @@ TEST(CpuIsa, EachBuildIsItsOwnDeviceClass) {
     EXPECT_EQ(dev->info().kernel_isa, cpu_isa_name(isa));
     classes.insert(std::type_index(typeid(*dev)));
   }
-  EXPECT_EQ(classes.size(), built_cpu_isas().size());
+  // avx512_bf16 runs the avx512 build (the same instructions: CMakeLists.txt), so one
+  // class fewer than choices where both are built.
+  const auto& built = built_cpu_isas();
+  const bool shared = std::count(built.begin(), built.end(), CpuIsa::Avx512Bf16) > 0 &&
+                      std::count(built.begin(), built.end(), CpuIsa::Avx512) > 0;
+  EXPECT_EQ(classes.size(), built.size() - (shared ? 1 : 0));
 }
 
 // Casts and activations on every runnable build against the scalar build, bit
