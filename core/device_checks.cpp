@@ -166,7 +166,7 @@ void Device::softmax_xent_fused_deferred(const Tensor& dlogits, const Tensor& lo
 
 double Device::read_loss_sum() {
   note_host_sync();
-  return loss_sum_read_impl();
+  return read_loss_sum_impl();
 }
 
 int64_t Device::count_correct(const Tensor& logits, const Tensor& labels) {
@@ -212,7 +212,7 @@ void Device::decide_step(const Tensor& grads, double loss_scale, double grad_cli
 StepResults Device::read_step_results() {
   if (!decided_) throw std::logic_error("read_step_results: no decide_step has run on this device");
   note_host_sync();
-  return step_results_read_impl();
+  return read_step_results_impl();
 }
 
 ExponentHistogram Device::exponent_histogram(const Tensor& t, int lo, int nbins) {

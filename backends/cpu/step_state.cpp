@@ -12,7 +12,7 @@ double CpuDevice::loss_result(double loss, bool deferred) {
   return 0.0;
 }
 
-double CpuDevice::loss_sum_read_impl() {
+double CpuDevice::read_loss_sum_impl() {
   const double sum = loss_sum_;
   loss_sum_ = 0.0;
   return sum;
@@ -26,9 +26,9 @@ void CpuDevice::decide_step_impl(const Tensor& grads, double loss_scale, double 
   decision_ = StepResults{0.0, st, d.skip, d.norm, d.grad_scale};
 }
 
-StepResults CpuDevice::step_results_read_impl() {
+StepResults CpuDevice::read_step_results_impl() {
   StepResults r = decision_;
-  r.loss_sum = loss_sum_read_impl();
+  r.loss_sum = read_loss_sum_impl();
   return r;
 }
 

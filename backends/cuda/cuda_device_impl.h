@@ -60,7 +60,7 @@ enum DeviceFlag : int { kFlagBadLabel = 0, kFlagBadId = 1, kFlagLostLabel = 2, k
 // Device::decide_step's record, written by one thread on the device, twice:
 // into device memory (kScratchDecision), which the optimizer kernels given a
 // decided GradScale read, and into mapped pinned memory, which
-// step_results_read_impl reads after its stream wait.
+// read_step_results_impl reads after its stream wait.
 struct StepDecisionSlot {
   double sum_squares;
   unsigned long long nonfinite;
@@ -158,7 +158,7 @@ class CudaDevice final : public Device {
   int* flags_dev_ = nullptr;
   double* loss_sum_host_ = nullptr;  // pinned, mapped; zeroed at construction and by each read
   double* loss_sum_dev_ = nullptr;
-  StepDecisionSlot* decision_host_ = nullptr;    // pinned, mapped: step_results_read_impl reads it
+  StepDecisionSlot* decision_host_ = nullptr;    // pinned, mapped: read_step_results_impl reads it
   StepDecisionSlot* decision_mapped_ = nullptr;  // its device-visible pointer
   StepDecisionSlot* decision_dev_ = nullptr;     // device memory (kScratchDecision), set by decide_step
   std::string deferred_error_;  // from raw_free/release paths that must not throw

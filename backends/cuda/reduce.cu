@@ -157,7 +157,7 @@ TensorStats CudaDevice::stats_impl(const Tensor& t) {
 }
 
 // No host wait: the decision stays on the device (and in the mapped slot)
-// until step_results_read_impl.
+// until read_step_results_impl.
 void CudaDevice::decide_step_impl(const Tensor& grads, double loss_scale, double grad_clip) {
   decision_dev_ = static_cast<StepDecisionSlot*>(scratch(kScratchDecision, sizeof(StepDecisionSlot)));
   const StatsPartials p = launch_stats_partials(*this, grads);
@@ -167,7 +167,7 @@ void CudaDevice::decide_step_impl(const Tensor& grads, double loss_scale, double
 }
 
 // One wait (the loss sum's read), then the mapped decision as it stands.
-StepResults CudaDevice::step_results_read_impl() {
+StepResults CudaDevice::read_step_results_impl() {
   StepResults r;
   r.loss_sum = take_loss_sum("read_step_results");
   const volatile StepDecisionSlot* d = decision_host_;

@@ -3,7 +3,7 @@
 // ops/softmax_xent.h. Row losses are summed into a double in a fixed order by
 // a single block, so a call's loss is bit-reproducible. A returning call reads
 // it back (a host wait); a deferred one adds it to the device's loss sum (a
-// double in mapped pinned memory, read and zeroed by loss_sum_read_impl)
+// double in mapped pinned memory, read and zeroed by read_loss_sum_impl)
 // without waiting: calls are added in stream order.
 //
 // Labels: a negative label marks an ignored row (ops/softmax_xent.h,
@@ -232,7 +232,7 @@ double CudaDevice::softmax_xent_fused_impl(const Tensor& dlogits, const Tensor& 
 // Waits for the stream (and raises a flagged bad label), then reads the
 // mapped sum and zeroes it: the sum is zero afterwards whether or not the
 // wait raises a device error.
-double CudaDevice::loss_sum_read_impl() { return take_loss_sum("read_loss_sum"); }
+double CudaDevice::read_loss_sum_impl() { return take_loss_sum("read_loss_sum"); }
 
 double CudaDevice::take_loss_sum(const char* op) {
   volatile double* sum = loss_sum_host_;

@@ -76,15 +76,15 @@ class RecordingDevice final : public Device {
   double softmax_xent_fused_impl(const Tensor&, const Tensor&, const Tensor&, float, bool) override {
     return record("softmax_xent_fused");
   }
-  double loss_sum_read_impl() override { return record("loss_sum_read"); }
+  double read_loss_sum_impl() override { return record("read_loss_sum"); }
   int64_t count_correct_impl(const Tensor&, const Tensor&) override { return record("count_correct"); }
   TensorStats stats_impl(const Tensor&) override {
     record("stats");
     return {};
   }
   void decide_step_impl(const Tensor&, double, double) override { record("decide_step"); }
-  StepResults step_results_read_impl() override {
-    record("step_results_read");
+  StepResults read_step_results_impl() override {
+    record("read_step_results");
     return {};
   }
   ExponentHistogram exponent_histogram_impl(const Tensor&, int, int) override {
@@ -750,7 +750,7 @@ TEST(DeviceContract, AGoodCallReachesItsOwnImplementation) {
       {"fp8_update_scales", [&] {
          fake.fp8_update_scales(f4, m, A.t({4, 3}), A.t({4}, DType::I32), mv, std::vector<bool>(4, true), 1, true);
        }},
-      {"step_results_read", [&] { fake.read_step_results(); }},
+      {"read_step_results", [&] { fake.read_step_results(); }},
       {"adamw_step", [&] {
          fake.adamw_step(f4, half, m, mv, {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1}, GradScale::decided(), false, Tensor{});
        }},
@@ -767,7 +767,7 @@ TEST(DeviceContract, AGoodCallReachesItsOwnImplementation) {
   fake.softmax_xent_fused_deferred(logits, logits, labels, 0.5f);
   EXPECT_EQ(fake.calls, (std::vector<std::string>{"softmax_xent_forward", "softmax_xent_fused"}));
   fake.read_loss_sum();
-  EXPECT_EQ(fake.calls.back(), "loss_sum_read");
+  EXPECT_EQ(fake.calls.back(), "read_loss_sum");
 }
 
 // A decision must exist before it is read or used: the step's results and a
