@@ -22,6 +22,7 @@
 #include "runner/experiment/config_limits.h"
 #include "runner/experiment/convergence_settings.h"
 #include "runner/experiment/matrix.h"
+#include "runner/experiment/matrix_checks.h"
 #include "runner/io/yaml_documents.h"
 
 namespace mpb {
@@ -111,7 +112,7 @@ class Loader {
                          const char* example) const;
   Pattern parse_pattern(const YAML::Node& node, const YAML::Mark& mark,
                         const std::string& path) const;
-  std::vector<Pattern> parse_excludes(const YAML::Node& node, const YAML::Mark& mark) const;
+  std::vector<Pattern> parse_excludes(const YAML::Node& node, const YAML::Mark& mark, std::vector<Where>* at) const;
   std::vector<Include> parse_includes(const YAML::Node& node, const YAML::Mark& mark) const;
 
   std::string file_;
@@ -188,7 +189,7 @@ ExperimentConfig Loader::load(const std::string& text) {
                                            : mark_of(it->second.second, it->second.first);
   };
   matrix_.axes = parse_matrix(value_of("matrix"), mark_of_key("matrix"));
-  matrix_.excludes = parse_excludes(value_of("exclude"), mark_of_key("exclude"));
+  matrix_.excludes = parse_excludes(value_of("exclude"), mark_of_key("exclude"), &matrix_.excludes_at);
   matrix_.includes = parse_includes(value_of("include"), mark_of_key("include"));
   if (!value_of("baseline").IsNull()) {
     matrix_.baseline = parse_pattern(value_of("baseline"), mark_of_key("baseline"), "baseline");
@@ -463,6 +464,7 @@ std::vector<Axis> Loader::parse_matrix(const YAML::Node& node, const YAML::Mark&
       }
       axis.values.push_back(std::move(value));
     }
+    if (spec.key == "precision") check_precision_axis(file_, axis);
     axes.push_back(std::move(axis));
   }
   return axes;
@@ -495,7 +497,8 @@ Pattern Loader::parse_pattern(const YAML::Node& node, const YAML::Mark& mark,
   return pattern;
 }
 
-std::vector<Pattern> Loader::parse_excludes(const YAML::Node& node, const YAML::Mark& mark) const {
+std::vector<Pattern> Loader::parse_excludes(const YAML::Node& node, const YAML::Mark& mark,
+                                            std::vector<Where>* at) const {
   std::vector<Pattern> excludes;
   if (!is_list_of_maps(node, mark, "exclude")) return excludes;
   if (node.size() > kMaxExcludes) {
@@ -505,6 +508,7 @@ std::vector<Pattern> Loader::parse_excludes(const YAML::Node& node, const YAML::
   for (size_t i = 0; i < node.size(); ++i) {
     excludes.push_back(
         parse_pattern(node[i], node[i].Mark(), "exclude[" + std::to_string(i) + "]"));
+    at->push_back(where(node[i].Mark()));
   }
   return excludes;
 }

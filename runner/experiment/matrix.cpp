@@ -16,6 +16,7 @@
 #include "core/strings.h"
 #include "runner/experiment/config.h"
 #include "runner/experiment/config_limits.h"
+#include "runner/experiment/matrix_checks.h"
 #include "train/cell_limits.h"
 
 namespace mpb {
@@ -392,6 +393,12 @@ std::vector<Cell> expand_matrix(const std::string& file, const MatrixSpec& spec,
   std::vector<Draft> drafts = expansion.product();
   // Excludes: drop a cell that matches every key of any entry. Includes come after,
   // so they may add back a cell that an exclude dropped.
+  {
+    std::vector<Cell> product;
+    product.reserve(drafts.size());
+    for (const Draft& d : drafts) product.push_back(d.cell);
+    check_excludes_match(file, spec.excludes, spec.excludes_at, product);
+  }
   const ExcludeIndex excludes(spec.excludes);
   const auto excluded = [&](const Draft& draft) { return excludes.excludes(draft.cell); };
   drafts.erase(std::remove_if(drafts.begin(), drafts.end(), excluded), drafts.end());

@@ -53,6 +53,7 @@ struct MatrixSpec {
   Origins base_origins;  // the base values the file gives
   std::vector<Axis> axes;
   std::vector<Pattern> excludes;
+  std::vector<Where> excludes_at;  // each exclude entry's position (for "matches no cell")
   std::vector<Include> includes;
   std::optional<Pattern> baseline;
   Where exclude_at, baseline_at;  // the exclude and baseline keys (start of file: absent)
