@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from mpbench import results as mr
 from mpbench.report.labels import cell_keys, cell_labels, clip, display_order
-from mpbench.report.plot_base import Skip, np, plt
+from mpbench.report.plot_base import Skip, np, plt, power_of_two
 
 def loss_scale_cells(rs):
     """Cells whose loss scale is worth drawing: those that scale the loss or skipped a step
@@ -196,8 +196,7 @@ def shade_e5m2_zones(ax, shift):
 def e5m2_legend_title(scales_log2, step):
     """Which scale s the E5M2 zones of a panel use, and how far the layers' own scales spread:
     each layer's zones sit where its own scale puts them, so the median's are indicative."""
-    def power(v):
-        return f"$2^{{{v:g}}}$"
+    power = power_of_two
     return (f"E5M2 zones at grad_output scale s = {power(float(np.median(scales_log2)))}\n"
             f"(median over layers at step {step};\nthe layers' scales span {power(min(scales_log2))}.."
             f"{power(max(scales_log2))})")

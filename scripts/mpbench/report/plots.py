@@ -17,6 +17,7 @@ from matplotlib.ticker import LogLocator, NullFormatter
 
 from mpbench import output as mo
 from mpbench import results as mr
+from mpbench.report.figure_cells import figure_view
 from mpbench.report.labels import (cell_keys, cell_labels, clip, display_order, precision_groups,
                                    several_models, short_label, times)
 # plot_base first: it chooses matplotlib's backend before pyplot loads.
@@ -304,8 +305,10 @@ PLOTS = [
 
 
 def render_plots(rs, out_dir):
-    """Draw every plot, saving those with data and recording why the others were skipped."""
+    """Draw every plot, saving those with data and recording why the others were skipped.
+    A large set's figures draw a bounded view of it (report.figure_cells), and say so."""
     results = []
+    rs, cap_note = figure_view(rs)
     for name, title, fn, caption in PLOTS:
         path = os.path.join(out_dir, name)
         if os.path.exists(path):
@@ -321,5 +324,6 @@ def render_plots(rs, out_dir):
         drawn.fig.savefig(png, format="png", dpi=DPI, bbox_inches="tight")
         mo.write_output(path, png.getvalue())  # atomic: a reader never sees half a figure
         plt.close(drawn.fig)
-        results.append(Plot(name, title, caption, file=path, notes=list(drawn.notes), key_cells=drawn.key_cells))
+        notes = list(drawn.notes) + [cap_note] * bool(cap_note)
+        results.append(Plot(name, title, caption, file=path, notes=notes, key_cells=drawn.key_cells))
     return results
