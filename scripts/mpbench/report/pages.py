@@ -41,7 +41,10 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
 th { background: #f0f0f0; text-align: left; }
 .scroll { overflow-x: auto; }
-td.text { max-width: 32em; overflow-wrap: anywhere; }
+/* break-word, not anywhere: 'anywhere' lowers a cell's minimum width to one character, so beside
+   no-wrap numbers a text column shrank to a syllable a line; break-word breaks a word only when it
+   alone is wider than the 32em cap. */
+td.text { max-width: 32em; overflow-wrap: break-word; }
 /* A cell id wraps only where <wbr> allows (after ',' and '='): 'anywhere' would let a table of
    no-wrap numbers squeeze it to one character per line. */
 td.id { min-width: 14em; max-width: 32em; overflow-wrap: break-word; }
