@@ -208,10 +208,16 @@ def sampled_steps(samples):
 
 
 def underflow_note(samples, step):
-    """Title suffix "— underflow x% at step s" from the runner's own underflow fraction, if recorded."""
+    """Title suffix "— exact zeros x% at step s" from the runner's grads.underflow_fraction, if recorded.
+
+    Not called underflow: the runner counts every gradient that is exactly 0 as stored
+    (runner/results/results.cpp), and most of those are 0 by construction (masked or padded
+    positions, a ReLU's dead half), not values rounded to 0 (issue 41: a BERT bf16 cell read
+    "underflow 33.14%" where bf16 has fp32's range). The red zone of the histogram is where
+    underflow shows."""
     values = [mr.to_float((s.get("grads") or {}).get("underflow_fraction")) for _, s in samples if s.get("step") == step]
     values = [v for v in values if mr.finite(v)]
-    return f" — underflow {100 * np.mean(values):.2f}% at step {step}" if values else ""
+    return f" — exact zeros {100 * np.mean(values):.2f}% at step {step}" if values else ""
 
 
 def plot_grad_histograms(rs):

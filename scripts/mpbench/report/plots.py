@@ -297,7 +297,9 @@ PLOTS = [
      "scale, so at scale 1 the zones would sit a factor s too far right. Each layer has its own scale; "
      "the zones use the median over layers at the last sampled step (the legend gives it and the "
      "layers' spread), so they are indicative for the layers near the median. E4M3 is not marked: it "
-     "holds inputs and weights, no gradient."),
+     "holds inputs and weights, no gradient. A panel's title gives the share of gradients that are exactly "
+     "zero as stored at the last sampled step: masked positions and dead activations are zero by "
+     "construction, so that share is not underflow; the red zone is."),
     ("checkpointing.png", "Checkpointing trade-off", plot_checkpointing,
      "Each point is a checkpointing mode: how much activation memory it saves against how much step time "
      "it costs (recomputation). Lines join cells that differ only in checkpointing."),
