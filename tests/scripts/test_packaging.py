@@ -49,5 +49,39 @@ class Packaging(unittest.TestCase):
             self.assertEqual(os.path.realpath(proc.stdout.strip()), os.path.realpath(SOURCE_DIR))
 
 
+class Interpreter(unittest.TestCase):
+    """A Python without numpy first on PATH (issue 43, "Also"): the entry scripts re-run themselves
+    with one that has the dependencies (mpbench/interpreter.py), or say what is missing, exit 2."""
+
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="mpb-bare-")
+        self.addCleanup(self._tmp.cleanup)
+        bare = os.path.join(self._tmp.name, "bare")          # no site packages: no numpy
+        made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", bare], capture_output=True,
+                              text=True, timeout=120)
+        if made.returncode != 0:
+            self.skipTest(f"no venv module here: {made.stderr.strip()[-200:]}")
+        self.python = os.path.join(bare, "bin", "python")
+        if subprocess.run([self.python, "-c", "import numpy"], capture_output=True).returncode == 0:
+            self.skipTest("the bare venv sees numpy")
+
+    def run_report(self, **env):
+        return subprocess.run([self.python, os.path.join(SOURCE_DIR, "scripts", "report.py"), "--help"],
+                              env=dict(clean_env(), MPB_PYTHON=sys.executable, **env), capture_output=True,
+                              text=True, timeout=120)
+
+    def test_reruns_with_an_interpreter_that_has_the_dependencies(self):
+        proc = self.run_report()
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("usage: report.py", proc.stdout)
+
+    def test_says_what_is_missing_when_none_has_them(self):
+        proc = self.run_report(MPB_PYTHON_REEXEC="1")       # as if already re-executed: no second hop
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("report.py: error: this Python", proc.stderr)
+        self.assertIn("has no numpy", proc.stderr)
+        self.assertNotIn("Traceback", proc.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
