@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Entry point: the code is mpbench.gpu.ledger (scripts/mpbench/gpu/ledger.py; python3 -m mpbench.gpu.ledger runs it too)."""
 import os
 import sys

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Entry point: the code is mpbench.gpu.session_summary (scripts/mpbench/gpu/session_summary.py; python3 -m mpbench.gpu.session_summary runs it too)."""
 import os
 import sys

@@ -12,11 +12,12 @@ One package, modules by job (docs/ARCHITECTURE.md has the map):
   tiny_experiment  a tiny CPU MLP experiment (YAML + runner call) for fixtures and tests
 
 The command-line scripts in scripts/ are thin entry points that put scripts/ on sys.path and call
-a module's main(); each module with a main() also runs as `python3 -m mpbench.X` from scripts/
-(or with PYTHONPATH=scripts).
+a module's main(); each module with a main() also runs as `python3 -m mpbench.X` from scripts/,
+from the repository root (its `mpbench` is a link here), with PYTHONPATH=scripts, or anywhere
+after `pip install -e scripts` (scripts/pyproject.toml).
 """
 
 import os
 
-SCRIPTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # scripts/
+SCRIPTS_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))   # scripts/ (realpath: the root mpbench link)
 SOURCE_DIR = os.path.dirname(SCRIPTS_DIR)                                     # the checkout

@@ -270,3 +270,25 @@ def as_legacy(result_dir):
     _edit_manifest(result_dir, manifest_edit)
     _edit_cells(result_dir, cell_edit)
     _edit_csv(result_dir, lambda row: None, drop_columns=LEGACY_CSV_COLUMNS, drop_prefixes=LEGACY_CSV_PREFIXES)
+
+
+def replicate_cells(result_dir, total):
+    """Grow the set to `total` cells by copying its non-baseline cells under a new axis
+    "replica=N" (one of the runner's own files each, only the id, slug and axes changed), listed
+    in the manifest's run order and config hashes like the runner's: a large set for the report's
+    scaling tests (issue 43 item 4) that costs seconds to make rather than hours to run."""
+    manifest_path = os.path.join(result_dir, "manifest.json")
+    manifest = _load(manifest_path)
+    sources = [_load(p) for p in _cell_files(result_dir)]
+    sources = [c for c in sources if not c.get("is_baseline")]
+    hashes = manifest.setdefault("cell_config_hashes", {})
+    n = len(manifest.get("cells") or [])
+    for i in range(max(0, total - n)):
+        cell = dict(sources[i % len(sources)])
+        cell["axes"] = dict(cell["axes"], replica=str(i))
+        cell["cell_id"] = f"{cell['cell_id']},replica={i}"
+        cell["slug"] = cell["cell_id"].replace(",", "__")
+        _save(os.path.join(result_dir, "cells", cell["slug"] + ".json"), cell)
+        manifest["cells"].append(cell["cell_id"])
+        hashes[cell["cell_id"]] = cell.get("config_hash")
+    _save(manifest_path, manifest)

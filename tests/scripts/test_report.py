@@ -275,6 +275,24 @@ class ReportDefects(TempDirTest):
         self.assertExit(proc, 0)
         return os.path.join(results, "report")
 
+    def test_zero_share_is_not_called_underflow(self):
+        """Issue 41: a bf16 panel read "underflow 33.14%"; the runner's grads.underflow_fraction counts
+        every gradient exactly 0 as stored (0 by construction too), so the title says exact zeros."""
+        path = self.make_set("zeros")
+        cid = "precision=amp_bf16,fusion=on"
+
+        def plant(cell):
+            for repeat in cell["repeats"]:
+                for sample in repeat["numerics"]["samples"]:
+                    sample["grads"]["underflow_fraction"] = 0.3314
+        edit_cell(path, cid, plant)
+        rs = mr.load_results(path)
+        fig = report_plots.plot_grad_histograms(rs)
+        key = report_labels.cell_keys(rs)[cid]
+        title = next(ax.get_title() for ax in fig.axes if ax.get_title().startswith(key + ":"))
+        self.assertIn("exact zeros 33.14% at step", title)
+        self.assertNotIn("underflow", title)
+
     def test_other_model_has_no_speedup(self):
         """Defect 1: no speed-up for the BERT cell in report.md, index.html or speedup.png, whether its
         summary.speedup is null (the runner), a number (a cross-model ratio written by mistake) or
@@ -729,8 +747,8 @@ class ReportFp8(TempDirTest):
             self.assertTrue(any(label.startswith(zone) for label in labels), labels)
         self.assertFalse(any("fp16" in label for label in labels), labels)
         # zones at the last sampled step's median grad_output scale, 2^23: saturation from log2(57344) - 23
-        self.assertIn("$2^{23}$", fp8.get_legend().get_title().get_text())
-        self.assertIn("$2^{22}$..$2^{24}$", fp8.get_legend().get_title().get_text())
+        self.assertIn("2²³", fp8.get_legend().get_title().get_text())
+        self.assertIn("2²²..2²⁴", fp8.get_legend().get_title().get_text())
         saturates = next(p for p in fp8.patches if p.get_label().startswith("E5M2 saturates"))
         start = saturates.get_window_extent().transformed(fp8.transData.inverted()).x0
         self.assertAlmostEqual(start, math.log2(57344) - 23, places=6)

@@ -12,6 +12,7 @@ file when no Chromium or no runner is available.
 Set MPB_KEEP_SCREENSHOT=PATH to keep the screenshot for a human look.
 """
 
+import json
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import urllib.parse
 
 from script_test_helpers import SKIP_EXIT_CODE, SOURCE_DIR, run_script
 
@@ -39,6 +41,28 @@ CHROMIUM = find_chromium()
 RUNNER = os.environ.get("MPB_RUNNER", "")
 HAVE_RUNNER = bool(RUNNER) and os.access(RUNNER, os.X_OK)
 SHOT_WIDTH, SHOT_HEIGHT = 1400, 6000
+# Loaded after the report's own scripts in a copy of index.html (the page itself is unchanged):
+# for every table cell, the width of its longest word (split where a cell may wrap: spaces, and
+# the ',' and '=' of a cell id's <wbr>) in the cell's own font, against the cell's content
+# width. A canvas measures, so the probe never reflows the table it measures.
+NARROW_PROBE = """<script>
+window.addEventListener('load', function () {
+  var ctx = document.createElement('canvas').getContext('2d'), narrow = [];
+  var cells = document.querySelectorAll('td, th');
+  for (var i = 0; i < cells.length; i++) {
+    var style = getComputedStyle(cells[i]);
+    ctx.font = style.font;
+    var need = 0, word = '';
+    cells[i].textContent.split(/[\\s,=]+/).forEach(function (w) {
+      var width = ctx.measureText(w).width;
+      if (width > need) { need = width; word = w; }
+    });
+    var have = cells[i].clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    if (need > have + 1) narrow.push(word + ': ' + Math.round(need) + ' px wide in a ' + Math.round(have) + ' px column');
+  }
+  document.body.setAttribute('data-narrow', encodeURIComponent(JSON.stringify(narrow)));
+});
+</script>"""
 SMOKE_YAML = os.path.join(os.environ.get("MPB_SOURCE_DIR", SOURCE_DIR), "experiments", "report_smoke.yaml")
 
 
@@ -94,6 +118,23 @@ class ReportInBrowser(unittest.TestCase):
         # speedup, memory, convergence, loss scale, gradient histograms (the
         # smoke matrix has no checkpointing axis)
         self.assertGreaterEqual(total, 5)
+
+    def test_no_column_narrower_than_its_longest_word(self):
+        """At 1280 and 1920 px no table cell is narrower than its longest word (issue 41: the "Does
+        it train as well?" cell column shrank to three characters, one syllable a line)."""
+        with open(os.path.join(self.out, "index.html"), encoding="utf-8") as f:
+            page = f.read()
+        probe = os.path.join(self.out, "narrow_probe.html")
+        with open(probe, "w", encoding="utf-8") as f:
+            f.write(page.replace("</body>", NARROW_PROBE + "</body>"))
+        for width in (1280, 1920):
+            dom = chromium(self.profile, "--virtual-time-budget=10000", f"--window-size={width},900",
+                           "--dump-dom", "file://" + probe)
+            self.assertEqual(dom.returncode, 0, dom.stderr[-2000:])
+            match = re.search(r'data-narrow="([^"]*)"', dom.stdout)
+            self.assertIsNotNone(match, "the probe did not run")
+            narrow = json.loads(urllib.parse.unquote(match.group(1)))
+            self.assertEqual(narrow, [], f"at {width} px")
 
     def test_screenshot_is_not_blank(self):
         import matplotlib

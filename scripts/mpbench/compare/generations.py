@@ -104,6 +104,7 @@ def plot_generations(gen, path):
     """Grouped bars: per cell, one bar per machine (speedup vs own fp32); below, vs the first machine."""
     import matplotlib
     matplotlib.use("Agg")
+    matplotlib.rcParams["text.parse_math"] = False   # a `$` in a cell id is text, not mathtext
     import matplotlib.pyplot as plt
 
     rows, machines = gen["rows"], gen["machines"]

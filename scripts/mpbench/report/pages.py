@@ -10,6 +10,7 @@ import base64
 import html
 
 from mpbench import output as mo
+from mpbench.report.decision import decision_line
 from mpbench.report.estimates import ESTIMATE_COLUMNS, estimate_legend, estimate_rows, has_estimates
 from mpbench.report.labels import KEY_COLUMNS, key_rows
 from mpbench.report.noise import noise_lines
@@ -41,7 +42,10 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
 th { background: #f0f0f0; text-align: left; }
 .scroll { overflow-x: auto; }
-td.text { max-width: 32em; overflow-wrap: anywhere; }
+/* break-word, not anywhere: 'anywhere' lowers a cell's minimum width to one character, so beside
+   no-wrap numbers a text column shrank to a syllable a line; break-word breaks a word only when it
+   alone is wider than the 32em cap. */
+td.text { max-width: 32em; overflow-wrap: break-word; }
 /* A cell id wraps only where <wbr> allows (after ',' and '='): 'anywhere' would let a table of
    no-wrap numbers squeeze it to one character per line. */
 td.id { min-width: 14em; max-width: 32em; overflow-wrap: break-word; }
@@ -75,12 +79,14 @@ def html_table(header, rows, numeric_from=1, id_column=None):
 
 def write_html(rs, plots, notes, path):
     """index.html with every image inlined as a base64 data URI."""
+    decision = decision_line(rs)
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         f"<title>mpbench report: {html.escape(rs.experiment)}</title><style>{CSS}</style></head><body>",
         f"<h1>mpbench report: {html.escape(rs.experiment)}</h1>",
         f"<p>{len(rs.cells)} cells on <b>{html.escape(rs.machine_label())}</b>. "
         "See docs/REPORTS.md for how to read each figure.</p>",
+        *([f"<p class=decision><b>{html.escape(decision)}</b></p>"] if decision else []),
         "<h2>Machine and versions</h2>",
         html_table(None, machine_rows(rs), numeric_from=99),
     ]
@@ -143,7 +149,10 @@ def markdown_table(header, rows, text_columns=1):
 def write_markdown(rs, plots, notes, path):
     """report.md: the same content, images referenced by file name beside it."""
     lines = [f"# mpbench report: {md_escape(rs.experiment)}", "",
-             f"{len(rs.cells)} cells on **{md_escape(rs.machine_label())}**.", "", "## Machine and versions", ""]
+             f"{len(rs.cells)} cells on **{md_escape(rs.machine_label())}**.", ""]
+    decision = decision_line(rs)
+    lines += [f"**{md_escape(decision)}**", ""] if decision else []
+    lines += ["## Machine and versions", ""]
     lines += [f"- **{md_escape(k)}**: {md_escape(v)}" for k, v in machine_rows(rs)]
     if notes:
         lines += ["", "## Notes", ""] + [f"- {md_escape(n)}" for n in notes]

@@ -6,12 +6,17 @@ before pyplot; the figure modules (plots: speed, memory, convergence, checkpoint
 plot_numerics: loss and FP8 scales, gradient exponents) draw with these helpers.
 """
 
+import re
 import warnings
 from dataclasses import dataclass, field
 
 import matplotlib
 
 matplotlib.use("Agg")
+# Text is text: a `$` in a cell id, a data.path or a machine name must never start matplotlib's
+# mathtext (an odd number of them raised a ParseException and report.py exited 1, issue 43 item 7).
+# Exponents are written with Unicode superscripts instead (see superscript()).
+matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402,F401  (plt: the figure modules' pyplot)
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
@@ -26,6 +31,15 @@ FUSION_COLOURS = {"off": "#4C72B0", "on": "#DD8452"}
 # grads, optimizer, activations, workspace today); a category the runner adds
 # later takes the next colour round.
 MEMORY_COLOURS = ("#4C72B0", "#55A868", "#C44E52", "#8172B2", "#CCB974", "#64B5CD")
+
+
+SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def power_of_two(exponent):
+    """2 to a power as plain text ("2⁻²²"), since mathtext is off; a fractional exponent as "2^6.5"."""
+    text = f"{exponent:g}"
+    return "2" + text.translate(SUPERSCRIPTS) if re.fullmatch(r"-?\d+", text) else f"2^{text}"
 
 
 def bar_positions(groups, gap=0.7):

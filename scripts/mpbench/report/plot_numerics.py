@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from mpbench import results as mr
 from mpbench.report.labels import cell_keys, cell_labels, clip, display_order
-from mpbench.report.plot_base import Skip, np, plt
+from mpbench.report.plot_base import Skip, np, plt, power_of_two
 
 def loss_scale_cells(rs):
     """Cells whose loss scale is worth drawing: those that scale the loss or skipped a step
@@ -196,8 +196,7 @@ def shade_e5m2_zones(ax, shift):
 def e5m2_legend_title(scales_log2, step):
     """Which scale s the E5M2 zones of a panel use, and how far the layers' own scales spread:
     each layer's zones sit where its own scale puts them, so the median's are indicative."""
-    def power(v):
-        return f"$2^{{{v:g}}}$"
+    power = power_of_two
     return (f"E5M2 zones at grad_output scale s = {power(float(np.median(scales_log2)))}\n"
             f"(median over layers at step {step};\nthe layers' scales span {power(min(scales_log2))}.."
             f"{power(max(scales_log2))})")
@@ -209,10 +208,16 @@ def sampled_steps(samples):
 
 
 def underflow_note(samples, step):
-    """Title suffix "— underflow x% at step s" from the runner's own underflow fraction, if recorded."""
+    """Title suffix "— exact zeros x% at step s" from the runner's grads.underflow_fraction, if recorded.
+
+    Not called underflow: the runner counts every gradient that is exactly 0 as stored
+    (runner/results/results.cpp), and most of those are 0 by construction (masked or padded
+    positions, a ReLU's dead half), not values rounded to 0 (issue 41: a BERT bf16 cell read
+    "underflow 33.14%" where bf16 has fp32's range). The red zone of the histogram is where
+    underflow shows."""
     values = [mr.to_float((s.get("grads") or {}).get("underflow_fraction")) for _, s in samples if s.get("step") == step]
     values = [v for v in values if mr.finite(v)]
-    return f" — underflow {100 * np.mean(values):.2f}% at step {step}" if values else ""
+    return f" — exact zeros {100 * np.mean(values):.2f}% at step {step}" if values else ""
 
 
 def plot_grad_histograms(rs):

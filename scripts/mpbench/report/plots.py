@@ -17,6 +17,7 @@ from matplotlib.ticker import LogLocator, NullFormatter
 
 from mpbench import output as mo
 from mpbench import results as mr
+from mpbench.report.figure_cells import figure_view
 from mpbench.report.labels import (cell_keys, cell_labels, clip, display_order, precision_groups,
                                    several_models, short_label, times)
 # plot_base first: it chooses matplotlib's backend before pyplot loads.
@@ -296,7 +297,9 @@ PLOTS = [
      "scale, so at scale 1 the zones would sit a factor s too far right. Each layer has its own scale; "
      "the zones use the median over layers at the last sampled step (the legend gives it and the "
      "layers' spread), so they are indicative for the layers near the median. E4M3 is not marked: it "
-     "holds inputs and weights, no gradient."),
+     "holds inputs and weights, no gradient. A panel's title gives the share of gradients that are exactly "
+     "zero as stored at the last sampled step: masked positions and dead activations are zero by "
+     "construction, so that share is not underflow; the red zone is."),
     ("checkpointing.png", "Checkpointing trade-off", plot_checkpointing,
      "Each point is a checkpointing mode: how much activation memory it saves against how much step time "
      "it costs (recomputation). Lines join cells that differ only in checkpointing."),
@@ -304,8 +307,10 @@ PLOTS = [
 
 
 def render_plots(rs, out_dir):
-    """Draw every plot, saving those with data and recording why the others were skipped."""
+    """Draw every plot, saving those with data and recording why the others were skipped.
+    A large set's figures draw a bounded view of it (report.figure_cells), and say so."""
     results = []
+    rs, cap_note = figure_view(rs)
     for name, title, fn, caption in PLOTS:
         path = os.path.join(out_dir, name)
         if os.path.exists(path):
@@ -321,5 +326,6 @@ def render_plots(rs, out_dir):
         drawn.fig.savefig(png, format="png", dpi=DPI, bbox_inches="tight")
         mo.write_output(path, png.getvalue())  # atomic: a reader never sees half a figure
         plt.close(drawn.fig)
-        results.append(Plot(name, title, caption, file=path, notes=list(drawn.notes), key_cells=drawn.key_cells))
+        notes = list(drawn.notes) + [cap_note] * bool(cap_note)
+        results.append(Plot(name, title, caption, file=path, notes=notes, key_cells=drawn.key_cells))
     return results

@@ -99,10 +99,17 @@ class ResultSet:
         A cell's keys are taken in the order its cell_id lists them: the runner's
         JSON writer sorts the keys of `axes` alphabetically.
         """
+        # Cached: the report asks once per cell (labels, order), so an uncached scan of every cell
+        # made a 1,000-cell report quadratic (issue 43 item 4). The cache holds the list it was
+        # computed from, so a view with other cells (report.figure_cells) or a grown list recomputes.
+        cached = self.__dict__.get("_axis_keys_cache")
+        if cached and cached[0] is self.cells and cached[1] == len(self.cells):
+            return list(cached[2])
         keys = []
         for cell in self.cells:
             keys.extend(k for k in cell.axis_order() if k not in keys)
-        return keys
+        self.__dict__["_axis_keys_cache"] = (self.cells, len(self.cells), keys)
+        return list(keys)
 
     def varying_keys(self):
         """Axis keys whose value differs between cells (the ones worth labelling)."""
