@@ -25,6 +25,8 @@ import os
 import re
 import sys
 
+from mpbench.output import OutputPathError, write_output
+
 # The folders of prose (the C API and distutils references are mostly
 # signatures; the library reference is prose around its signatures).
 PROSE_DIRS = ("tutorial", "howto", "faq", "reference", "library", "using", "whatsnew", "extending", "installing")
@@ -131,12 +133,9 @@ def main():
     if not docs:
         print(f"extract_text_corpus: no .rst.txt sources under {source}", file=sys.stderr)
         return 2
-    tmp = a.out + ".tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write("\n\f\n".join(docs) + "\n")
-        os.replace(tmp, a.out)
-    except OSError as e:
+    try:  # a fresh temp file, never a planted a.out + ".tmp" link (issue 43)
+        write_output(a.out, "\n\f\n".join(docs) + "\n")
+    except (OSError, OutputPathError) as e:
         print(f"extract_text_corpus: cannot write {a.out}: {e}", file=sys.stderr)
         return 2
     print(f"extract_text_corpus: {len(docs)} documents, {os.path.getsize(a.out)} bytes from {source} -> {a.out}")

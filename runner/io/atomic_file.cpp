@@ -6,8 +6,10 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 
@@ -58,14 +60,35 @@ void write_stream(const std::string& path, const std::string& content, OutputMod
   if (::close(fd) != 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
 }
 
+// Creates the temp file beside `path` under a fresh name, exclusively and
+// without following a link (O_CREAT|O_EXCL|O_NOFOLLOW): a planted PATH.tmp
+// symlink, or any file already there, is never opened, so the write cannot
+// reach a file the runner did not create (issue 43, item 1). The name is
+// "<base>.<8 hex>.tmp" (base cut to 200 bytes so it stays under NAME_MAX);
+// ".tmp" keeps it sweepable as an unfinished write. Returns the fd; sets `tmp`.
+int create_temp_beside(const std::string& path, std::string& tmp) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const std::string base = path.substr(dir.size()).substr(0, 200);
+  static std::mt19937_64 rng{std::random_device{}() ^ static_cast<uint64_t>(::getpid())};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", static_cast<unsigned>(rng()));
+    tmp = dir + base + "." + hex + ".tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) return fd;
+    if (errno != EEXIST) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  throw std::runtime_error("cannot write beside " + path + ": no free temporary name in 100 tries");
+}
+
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& content) {
   const OutputMode mode = check_output_path(path);
   if (mode != OutputMode::Replace) return write_stream(path, content, mode);
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  std::string tmp;
+  int fd = create_temp_beside(path, tmp);
   if (!write_all(fd, content)) {
     int err = errno;
     ::close(fd);

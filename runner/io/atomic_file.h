@@ -1,6 +1,7 @@
 // Writes a file by runner/io/output_path.h's rule: a regular file (or a new one)
 // so that readers see either the old content or the new one, never a partial
-// file (write <path>.tmp, flush it to disk, rename over <path>); "-", a
+// file (write a fresh <path>.<hex>.tmp created exclusively, never through a
+// link, flush it to disk, rename over <path>); "-", a
 // device, a FIFO or a symlink in place, as a stream; a directory and the
 // other refusals throw OutputPathError before anything is written.
 #pragma once

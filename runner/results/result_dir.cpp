@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -24,7 +25,7 @@ namespace mpb {
 ResultDirLock::ResultDirLock(const fs::path& dir) {
   fs::create_directories(dir);
   const fs::path path = dir / ".runner.lock";
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);  // never a planted link
   if (fd_ < 0) throw std::runtime_error(path.string() + ": cannot open: " + std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
@@ -77,6 +78,32 @@ std::optional<ResultFile> read_result_file(const fs::path& path) {
   }
 }
 
+// `p` relative to `dir` by its parent, not itself: fs::relative would resolve
+// a symlink entry to its target.
+std::string entry_relative(const fs::path& p, const fs::path& dir) {
+  return (fs::relative(p.parent_path(), dir) / p.filename()).lexically_normal().string();
+}
+
+// Every "*.tmp" entry at the set's top level (manifest.json.tmp, ...) and,
+// when it is not a regular file (a planted symlink, a FIFO, a directory), in
+// cells/, partial/ and failed/: judged by lstat, never opened or followed
+// (issue 43, item 1). Regular *.tmp files under those three are left to the
+// loop below, which reads them and says "an unfinished write".
+void sweep_tmp_entries(const fs::path& dir,
+                       const std::function<void(const fs::path&, const std::string&, const std::string&)>& move) {
+  for (const std::string sub : {"", "cells", "partial", "failed"}) {
+    const fs::path where = sub.empty() ? dir : dir / sub;
+    if (!fs::is_directory(fs::symlink_status(where))) continue;
+    std::vector<fs::path> tmps;
+    for (const auto& e : fs::directory_iterator(where))
+      if (e.path().extension() == ".tmp" && (sub.empty() || !fs::is_regular_file(e.symlink_status())))
+        tmps.push_back(e.path());
+    std::sort(tmps.begin(), tmps.end());
+    for (const fs::path& t : tmps)
+      move(t, sub, "a leftover temporary entry (an unfinished write, or a link or special file; not followed)");
+  }
+}
+
 }  // namespace
 
 std::vector<StaleMove> sweep_result_dir(const fs::path& dir, const std::vector<Cell>& cells,
@@ -97,9 +124,10 @@ std::vector<StaleMove> sweep_result_dir(const fs::path& dir, const std::vector<C
     fs::create_directories(stale / sub);
     const fs::path to = stale / sub / from.filename();
     fs::rename(from, to);
-    moves.push_back({fs::relative(from, dir).string(), fs::relative(to, dir).string(), reason});
+    moves.push_back({entry_relative(from, dir), entry_relative(to, dir), reason});
   };
 
+  sweep_tmp_entries(dir, move_to_stale);
   std::set<std::string> finished;  // ids whose cells/ file is the current cell's
   for (const std::string sub : {"cells", "partial", "failed"}) {
     if (!fs::is_directory(dir / sub)) continue;

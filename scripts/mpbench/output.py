@@ -3,7 +3,8 @@ report files) and checks a directory it will fill (--out): the rule the
 runner keeps in C++ (runner/io/output_path.h; docs/RESULTS.md, Guarantees).
 
 - a regular file, or a path that does not exist yet: replaced atomically
-  (PATH.tmp, fsync, os.replace), so a reader never sees half a file;
+  (a fresh PATH.<hex>.tmp created with O_EXCL|O_NOFOLLOW, fsync, os.replace),
+  so a reader never sees half a file and no planted link is followed;
 - "-", a character device, a FIFO, or a symlink to anything but a directory
   (/dev/stdout -> /proc/self/fd/1): written in place, as a stream, so a
   device stays a device and a link stays a link;
@@ -106,9 +107,9 @@ def write_output(path, data):
                 f.truncate(0)
             f.write(payload)
         return
-    tmp = path + ".tmp"
+    fd, tmp = _create_temp_beside(path)
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(fd, "wb") as f:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())  # after a crash the new name never points at missing data
@@ -117,6 +118,24 @@ def write_output(path, data):
         if os.path.lexists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _create_temp_beside(path):
+    """(fd, name) of a new temp file beside `path`, created exclusively and
+    never through a link (O_CREAT|O_EXCL|O_NOFOLLOW), so a symlink planted at
+    PATH.tmp is never opened and the write cannot reach a file we did not
+    create (issue 43, item 1). Named "<base>.<8 hex>.tmp" like the runner's
+    (runner/io/atomic_file.cpp): base cut to 200 bytes, under NAME_MAX."""
+    directory, base = os.path.split(path)
+    base = os.fsencode(base)[:200].decode("utf-8", "surrogateescape")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = os.path.join(directory, f"{base}.{os.urandom(4).hex()}.tmp")
+        try:
+            return os.open(tmp, flags, 0o644), tmp
+        except FileExistsError:
+            continue
+    raise OSError(errno.EEXIST, f"no free temporary name beside {path} in 100 tries")
 
 
 def check_output_dir(path):

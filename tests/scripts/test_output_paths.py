@@ -74,6 +74,20 @@ class Rule(TempDirTest):
         self.assertEqual(got, ['{"a": 1}\n'])
         self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
 
+    def test_a_planted_tmp_link_is_never_followed(self):
+        # Issue 43, item 1: PATH.tmp -> victim must not receive the write,
+        # through write_output and through compare.py --json.
+        with open(self.at("victim"), "w") as f:
+            f.write("precious\n")
+        os.symlink(self.at("victim"), self.at("t.json.tmp"))
+        mo.write_output(self.at("t.json"), "new\n")
+        with open(self.at("victim")) as f:
+            self.assertEqual(f.read(), "precious\n")
+        self.assertFalse(os.path.islink(self.at("t.json")))
+        with open(self.at("t.json")) as f:
+            self.assertEqual(f.read(), "new\n")
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["t.json", "t.json.tmp", "victim"])
+
     def test_a_symlink_stays_a_link_and_its_file_gets_the_content(self):
         with open(self.at("target"), "w") as f:
             f.write("a much longer old content")

@@ -117,6 +117,25 @@ TEST_F(OutputPath, AFifoIsWrittenInPlaceAndTheContentReachesItsReader) {
   EXPECT_FALSE(fs::exists(at("pipe.tmp")));
 }
 
+// Issue 43, item 1: a symlink planted at PATH.tmp (or any file there) is never
+// opened; the temp file is created fresh beside PATH, so the victim keeps its
+// content and PATH becomes a regular file, not a link out of the directory.
+TEST_F(OutputPath, APlantedTmpLinkIsNeverFollowed) {
+  std::ofstream(at("victim")) << "precious\n";
+  for (const char* name : {"t.json", "manifest.json"}) {
+    const std::string target = at(name);
+    fs::create_symlink(at("victim"), target + ".tmp");
+    write_file_atomic(target, "{\"new\": 1}\n");
+    EXPECT_EQ(read_file(at("victim")), "precious\n") << name;
+    EXPECT_EQ(type_of(target), mode_t(S_IFREG)) << name;
+    EXPECT_EQ(read_file(target), "{\"new\": 1}\n") << name;
+    EXPECT_EQ(type_of(target + ".tmp"), mode_t(S_IFLNK)) << name;  // left for the sweep to move
+  }
+  size_t entries = 0;  // victim, two targets, two planted links: no temp file left behind
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_)) ++entries;
+  EXPECT_EQ(entries, 5u);
+}
+
 TEST_F(OutputPath, ASymlinkStaysALinkAndItsFileGetsTheContent) {
   std::ofstream(at("target.json")) << "a much longer old content";
   fs::create_symlink(at("target.json"), at("link.json"));

@@ -93,6 +93,23 @@ TEST_F(ResultDirTest, EditedConfigUnknownCellsAndTmpFilesMoveToStaleWithReasons)
   EXPECT_NE(why.find("unfinished write"), std::string::npos) << why;
 }
 
+// Issue 43, item 1: a symlink planted as manifest.json.tmp or cells/y.json.tmp
+// moves to stale/ as a link (never read or followed); its target is untouched.
+TEST_F(ResultDirTest, PlantedTmpLinksMoveToStaleAndTheirTargetsStay) {
+  const fs::path victim = fs::path(::testing::TempDir()) / ("mpb_victim_" + std::to_string(::getpid()));
+  { std::ofstream(victim) << "precious\n"; }
+  fs::create_directories(dir_ / "cells");
+  fs::create_symlink(victim, dir_ / "manifest.json.tmp");
+  fs::create_symlink(victim, dir_ / "cells" / "y.json.tmp");
+  const auto moves = sweep(EarlierResults::Keep, {&cells_[0], &cells_[1]});
+  ASSERT_EQ(moves.size(), 2u);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir_ / "manifest.json.tmp")));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir_ / "cells" / "y.json.tmp")));
+  for (const auto& m : moves) EXPECT_TRUE(fs::is_symlink(dir_ / m.to)) << m.to;
+  EXPECT_EQ(read_file(victim.string()), "precious\n");
+  fs::remove(victim);
+}
+
 TEST_F(ResultDirTest, AFreshRunMovesOnlyTheFilesOfTheCellsItRuns) {
   const std::string kept = current("cells", 0), rerun = current("cells", 1);
   const auto moves = sweep(EarlierResults::Replace, {&cells_[1]});
