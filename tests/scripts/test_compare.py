@@ -362,6 +362,12 @@ class CompareUnits(unittest.TestCase):
         self.assertAlmostEqual(p, 2 / 252, places=6)   # complete separation: 2 / C(10, 5)
         self.assertEqual(compare.u_test(np.array([1.0, 1.0]), np.array([1.0, 1.0])), 1.0)
 
+    def test_alpha_help_names_the_test_it_gates(self):
+        # judge_noisy compares alpha with the Holm-adjusted t-test p; the U test is only reported.
+        action = next(a for a in compare.build_parser()._actions if "--alpha" in a.option_strings)
+        self.assertIn("Holm-adjusted p of the t test", action.help)
+        self.assertNotIn("level of the Mann-Whitney", action.help)
+
 
 if __name__ == "__main__":
     unittest.main()

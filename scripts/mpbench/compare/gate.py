@@ -497,7 +497,8 @@ def build_parser():
     p.add_argument("--loss-threshold", type=parse_fraction, default=DEFAULT_LOSS_THRESHOLD,
                    help="relative loss increase that regresses (default 2%%)")
     p.add_argument("--alpha", type=parse_alpha, default=DEFAULT_ALPHA,
-                   help="significance level of the Mann-Whitney U test (default 0.05)")
+                   help="significance level of the timing verdicts: the Holm-adjusted p of the t test over "
+                   "per-repeat medians (the Mann-Whitney U p is reported, not gated; default 0.05)")
     p.add_argument("--strict", action="store_true",
                    help="also fail (exit 1) on a change beyond the threshold that too few samples can test (suspect)")
     p.add_argument("--allow-missing", action="store_true",
