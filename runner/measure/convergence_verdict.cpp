@@ -162,8 +162,11 @@ void decide(ConvergenceVerdict& v) {
     v.verdict = "worse";
     v.reason = sprintf_string("worse by more than delta: one-sided p = %.3g < alpha %.3g", v.p_worse, alpha);
   } else if (v.p_better < alpha) {
-    v.verdict = "better";
-    v.reason = sprintf_string("better by more than delta: one-sided p = %.3g < alpha %.3g", v.p_better, alpha);
+    // An unstable cell is not the good state compare.py's gate regresses from, however low its loss.
+    const std::string unstable = instability(v);
+    v.verdict = unstable.empty() ? "better" : "inconclusive";
+    v.reason = sprintf_string("better by more than delta: one-sided p = %.3g < alpha %.3g", v.p_better, alpha) +
+               (unstable.empty() ? "" : " but not stable: " + unstable);
   } else if (const double p = std::max(v.p_lower, v.p_upper); p < alpha) {
     const std::string unstable = instability(v);
     v.verdict = unstable.empty() ? "equivalent" : "inconclusive";

@@ -112,7 +112,8 @@ struct ConvergenceVerdict {
 //  2. Fewer than two seeds paired with the baseline: `inconclusive`.
 //  3. `worse` when the one-sided t test of H0 "worse by at most delta" rejects
 //     at alpha (p_worse < alpha: the 1 - alpha lower bound of the worsening is
-//     above delta); `better` likewise the other way (p_better < alpha).
+//     above delta); `better` likewise the other way (p_better < alpha), but
+//     only if the cell is stable (as in 4; unstable: `inconclusive`).
 //  4. `equivalent` when both of TOST's tests reject (max(p_lower, p_upper) <
 //     alpha) and the cell is stable: no diverged seed, no more NaN steps than
 //     the baseline, and no more skipped steps than the baseline's plus

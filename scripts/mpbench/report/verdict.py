@@ -97,7 +97,7 @@ def verdict_legend(rs):
             f"seed + r). diff = cell − baseline; interval: the {100 * (1 - 2 * alpha):g}% t interval of the mean "
             f"paired difference (TOST's own). equivalent: both one-sided tests of TOST reject at alpha {alpha:g} "
             "(the interval lies inside ±δ) and the cell is stable; worse (better): the one-sided t test of 'worse "
-            "(better) by at most δ' rejects at alpha; otherwise inconclusive, with the seeds the observed spread "
+            "(better) by at most δ' rejects at alpha (better, only if the cell is stable too); otherwise inconclusive, with the seeds the observed spread "
             "would need for a true difference of δ/2 (also shown, marked underpowered, when the cell has fewer). A "
             "cell with more diverged seeds than the baseline is worse. δ is fixed in advance, never from the "
             "observed spread: the configured margin (configured: relative, configured_abs: absolute), else 1% of "

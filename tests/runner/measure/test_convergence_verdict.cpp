@@ -171,6 +171,17 @@ TEST(ConvergenceVerdict, MoreSkippedOrNanStepsThanTheBaselineIsNeverEquivalent) 
   EXPECT_EQ(convergence_verdict(baseline(), cell, ConvergenceSettings{}).verdict, "inconclusive");
 }
 
+// Issue 40: instability vetoes `better` as it does `equivalent`; compare.py
+// treats `better` as the good state to regress from.
+TEST(ConvergenceVerdict, AnUnstableBetterCellIsInconclusive) {
+  std::vector<SeedRun> cell = shifted(-0.3, 0.01);
+  ASSERT_EQ(convergence_verdict(baseline(), cell, ConvergenceSettings{}).verdict, "better");
+  cell[4].nan_steps = 2;
+  const ConvergenceVerdict v = convergence_verdict(baseline(), cell, ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "inconclusive") << v.reason;
+  EXPECT_NE(v.reason.find("not stable: 2 NaN steps"), std::string::npos) << v.reason;
+}
+
 // A dynamic loss scale's calibration skips are its normal work: up to
 // max_skipped_fraction of the cell's steps (over all seeds) beyond the
 // baseline's keep a cell stable, one more does not.
