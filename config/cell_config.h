@@ -159,9 +159,12 @@ struct ValueOrigin {
 // An analysis setting, not a training one: it is not in the cell config or
 // its hash, so changing it re-judges finished cells without re-running them.
 struct ConvergenceSettings {
-  // delta as a fraction of the baseline's mean final metric; unset: the larger
-  // of 1% and the baseline's seed-to-seed SD.
+  // The equivalence margin delta, fixed before the data are seen (never a
+  // function of the observed spread, which would let a noisy baseline widen
+  // it): margin_abs in the metric's units when set, else margin (default
+  // 0.01 when unset) x |the baseline's mean final metric|. Not both.
   std::optional<double> margin;
+  std::optional<double> margin_abs;
   std::string metric = "eval_loss";  // eval_loss | eval_accuracy
   double alpha = 0.05;               // each one-sided test's level
   // Skipped steps beyond the baseline's that still leave a cell stable, as a

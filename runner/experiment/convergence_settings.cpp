@@ -38,7 +38,7 @@ ConvergenceSettings parse_convergence_settings(const YAML::Node& value, const st
   if (value.IsNull()) return s;  // "convergence:" with everything commented out
   if (!value.IsMap())
     fail(file, value.Mark(), "convergence", "expected a map like {margin: 0.01, metric: eval_loss, alpha: 0.05}");
-  static const std::vector<std::string> kKeys = {"margin", "metric", "alpha", "max_skipped_fraction"};
+  static const std::vector<std::string> kKeys = {"margin", "margin_abs", "metric", "alpha", "max_skipped_fraction"};
   std::set<std::string> seen;
   for (auto it = value.begin(); it != value.end(); ++it) {
     const YAML::Node k = it->first, v = it->second;
@@ -46,11 +46,17 @@ ConvergenceSettings parse_convergence_settings(const YAML::Node& value, const st
     const std::string path = "convergence." + name;
     if (!k.IsScalar()) fail(file, k.Mark(), "convergence", "expected a key name");
     if (!seen.insert(name).second) fail(file, k.Mark(), path, "duplicate key");
+    // Two margins would leave it unclear which one was fixed in advance.
+    if ((name == "margin" && seen.count("margin_abs")) || (name == "margin_abs" && seen.count("margin")))
+      fail(file, k.Mark(), path, "give either convergence.margin (relative) or convergence.margin_abs, not both");
     const YAML::Mark where = v.IsNull() ? k.Mark() : v.Mark();
     if (v.IsNull()) fail(file, where, path, "expected a value");
     if (name == "margin") {
       // A fraction of the baseline's mean final metric; 1 or more would call anything equivalent.
       s.margin = parse_in_range(file, v, path, 0.0, false, 1.0, "(0, 1)");
+    } else if (name == "margin_abs") {
+      // In the metric's own units (nats for eval_loss); any positive finite number.
+      s.margin_abs = parse_in_range(file, v, path, 0.0, false, HUGE_VAL, "(0, inf)");
     } else if (name == "alpha") {
       // Each one-sided test's level; 0.5 or more would reject on a coin flip.
       s.alpha = parse_in_range(file, v, path, 0.0, false, 0.5, "(0, 0.5)");

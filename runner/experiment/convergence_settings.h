@@ -18,8 +18,9 @@ namespace mpb {
 
 // `value` is the top-level entry's value node; `file` names the file in
 // messages. Throws ConfigError naming file:line:col and the dotted key
-// ("convergence.alpha") for anything that is not a map of the four keys with
-// valid values: margin a number in (0, 1), alpha a number in (0, 0.5), metric
+// ("convergence.alpha") for anything that is not a map of the five keys with
+// valid values: margin a number in (0, 1) or margin_abs a positive number
+// (not both), alpha a number in (0, 0.5), metric
 // eval_loss or eval_accuracy, max_skipped_fraction a number in [0, 1).
 ConvergenceSettings parse_convergence_settings(const YAML::Node& value, const std::string& file);
 

@@ -8,34 +8,31 @@
 
 namespace mpb {
 
-Margin convergence_margin(const std::vector<double>& baseline_values, const std::optional<double>& configured) {
+Margin convergence_margin(const std::vector<double>& baseline_values, const ConvergenceSettings& settings) {
   Margin m;
   m.baseline_mean = mean(baseline_values);
   m.baseline_seed_sd = sample_sd(baseline_values);
-  const double scale = std::fabs(m.baseline_mean);
-  if (configured) {
-    m.delta = *configured * scale;
-    m.source = "configured";
+  if (settings.margin_abs) {
+    m.delta = *settings.margin_abs;
+    m.source = "configured_abs";
     return m;
   }
-  m.delta = kDefaultRelativeMargin * scale;
-  m.source = "relative_1pct";
-  if (std::isfinite(m.baseline_seed_sd) && m.baseline_seed_sd > m.delta) {
-    m.delta = m.baseline_seed_sd;
-    m.source = "baseline_seed_sd";
-  }
+  m.delta = settings.margin.value_or(kDefaultRelativeMargin) * std::fabs(m.baseline_mean);
+  m.source = settings.margin ? "configured" : "relative_1pct";
   return m;
 }
 
-std::optional<int> tost_seeds_needed(double sd, double delta, double alpha) {
-  if (!(delta > 0.0) || !std::isfinite(sd)) return std::nullopt;
+std::optional<int> tost_seeds_needed(double sd, double delta, double alpha, double true_diff) {
+  const double room = delta - std::fabs(true_diff);
+  if (!(room > 0.0) || !std::isfinite(sd)) return std::nullopt;
   if (sd <= 0.0) return 2;
-  const double beta_half = (1.0 - kSeedsNeededPower) / 2.0;
+  // At 0 both one-sided tests can fail and share the type II error; off 0 only the nearer one matters.
+  const double beta = true_diff == 0.0 ? (1.0 - kSeedsNeededPower) / 2.0 : 1.0 - kSeedsNeededPower;
   for (int n = 2; n <= 10000; ++n) {
     const double df = double(n - 1);
-    const double need = (student_t_quantile(1.0 - alpha, df) + student_t_quantile(1.0 - beta_half, df)) * sd /
-                        std::sqrt(double(n));
-    if (need <= delta) return n;
+    const double need =
+        (student_t_quantile(1.0 - alpha, df) + student_t_quantile(1.0 - beta, df)) * sd / std::sqrt(double(n));
+    if (need <= room) return n;
   }
   return std::nullopt;
 }
@@ -100,7 +97,7 @@ void count_and_margin(ConvergenceVerdict& v, const std::vector<SeedRun>& baselin
     v.steps += r.steps;
   }
   v.skipped_allowed = int64_t(std::floor(settings.max_skipped_fraction * double(v.steps)));
-  v.margin = convergence_margin(base_values, settings.margin);
+  v.margin = convergence_margin(base_values, settings);
 }
 
 // Pairs seeds finite on both sides and runs the tests (two or more pairs).
@@ -132,7 +129,8 @@ void pair_and_test(ConvergenceVerdict& v, const std::vector<SeedRun>& baseline, 
   v.p_upper = tost.p_upper;
   v.p_worse = one_sample_t(worsening, +delta).p_greater;
   v.p_better = one_sample_t(worsening, -delta).p_less;
-  v.seeds_needed = tost_seeds_needed(v.diff_sd, delta, settings.alpha);
+  v.seeds_needed = tost_seeds_needed(v.diff_sd, delta, settings.alpha, delta / 2.0);
+  v.underpowered = !v.seeds_needed || v.n < *v.seeds_needed;
 }
 
 // What keeps a TOST-equivalent cell from being `equivalent`; empty: stable.
@@ -164,8 +162,11 @@ void decide(ConvergenceVerdict& v) {
     v.verdict = "worse";
     v.reason = sprintf_string("worse by more than delta: one-sided p = %.3g < alpha %.3g", v.p_worse, alpha);
   } else if (v.p_better < alpha) {
-    v.verdict = "better";
-    v.reason = sprintf_string("better by more than delta: one-sided p = %.3g < alpha %.3g", v.p_better, alpha);
+    // An unstable cell is not the good state compare.py's gate regresses from, however low its loss.
+    const std::string unstable = instability(v);
+    v.verdict = unstable.empty() ? "better" : "inconclusive";
+    v.reason = sprintf_string("better by more than delta: one-sided p = %.3g < alpha %.3g", v.p_better, alpha) +
+               (unstable.empty() ? "" : " but not stable: " + unstable);
   } else if (const double p = std::max(v.p_lower, v.p_upper); p < alpha) {
     const std::string unstable = instability(v);
     v.verdict = unstable.empty() ? "equivalent" : "inconclusive";

@@ -39,30 +39,34 @@ struct SeedRun {
 // is the point itself.
 inline constexpr const char* kTargetSmoothing =
     "running median of 3 eval points centred on each (first and last points as they are)";
-// The relative margin used when the experiment sets none (with the
-// baseline's seed-to-seed spread, whichever is larger).
+// The relative margin used when the experiment sets none.
 inline constexpr double kDefaultRelativeMargin = 0.01;
 // Power assumed when saying how many seeds a TOST would need.
 inline constexpr double kSeedsNeededPower = 0.8;
 
-// The margin delta for a metric, in its units: the configured margin times
-// |baseline mean|, else the larger of kDefaultRelativeMargin x |baseline mean|
-// and the baseline's sample SD over its seeds (ddof = 1; only with two or
-// more seeds). source: "configured", "relative_1pct" or "baseline_seed_sd".
+// The margin delta for a metric, in its units, fixed in advance (issue 40):
+// settings.margin_abs when set (source "configured_abs"), else settings.margin
+// x |baseline mean| ("configured"), else kDefaultRelativeMargin x |baseline
+// mean| ("relative_1pct"). Never the observed spread: the baseline's seed SD
+// is on the between-seed scale while the test is on paired differences, so
+// letting it widen delta turned a real degradation `equivalent` whenever one
+// baseline seed was noisy. baseline_seed_sd (ddof 1; NaN with one seed) is
+// reported beside delta, not used in it.
 struct Margin {
   double delta = 0.0;
   std::string source;
-  double baseline_mean = 0.0, baseline_seed_sd = 0.0;  // sd NaN with one seed
+  double baseline_mean = 0.0, baseline_seed_sd = 0.0;
 };
-Margin convergence_margin(const std::vector<double>& baseline_values, const std::optional<double>& configured);
+Margin convergence_margin(const std::vector<double>& baseline_values, const ConvergenceSettings& settings);
 
 // How many seeds a TOST at `alpha` with margin `delta` needs for a
-// kSeedsNeededPower chance to show equivalence when the true difference is 0
-// and the differences' SD is `sd`: the smallest n >= 2 with
-// (t_{1-alpha, n-1} + t_{1-(1-power)/2, n-1}) * sd / sqrt(n) <= delta (the
-// usual t approximation, e.g. Chow, Shao & Wang, Sample Size Calculations,
-// 3.2). nullopt when more than 10000 would be needed.
-std::optional<int> tost_seeds_needed(double sd, double delta, double alpha);
+// kSeedsNeededPower chance to show equivalence when the true difference is
+// `true_diff` (|true_diff| < delta) and the differences' SD is `sd`: the
+// smallest n >= 2 with (t_{1-alpha, n-1} + t_{q, n-1}) * sd / sqrt(n) <=
+// delta - |true_diff|, q = 1 - (1 - power)/2 at a true difference of 0 and
+// 1 - (1 - power) otherwise (Chow, Shao & Wang, Sample Size Calculations,
+// 3.2.4). nullopt when more than 10000 would be needed.
+std::optional<int> tost_seeds_needed(double sd, double delta, double alpha, double true_diff = 0.0);
 
 struct TimeToTarget {
   // Per seed, in the order given: the first eval step whose smoothed eval
@@ -90,7 +94,12 @@ struct ConvergenceVerdict {
   double p_lower = NAN, p_upper = NAN;  // TOST's two one-sided tests
   double p_worse = NAN;                 // H0: worse by <= delta; H1: worse by more
   double p_better = NAN;                // H0: better by <= delta; H1: better by more
+  // Seeds a TOST would need at the observed diff_sd for an 80% chance to show
+  // equivalence when the true difference is delta/2 (a plausible design
+  // point: at 0 it flatters the design). underpowered: n < seeds_needed, or
+  // more than 10000 needed.
   std::optional<int> seeds_needed;
+  bool underpowered = false;
   // Stability: the cell's and the baseline's counts over all their seeds.
   int64_t diverged_seeds = 0, nan_steps = 0, skipped_steps = 0;
   int64_t steps = 0;            // the cell's optimizer steps over all its seeds
@@ -103,7 +112,8 @@ struct ConvergenceVerdict {
 //  2. Fewer than two seeds paired with the baseline: `inconclusive`.
 //  3. `worse` when the one-sided t test of H0 "worse by at most delta" rejects
 //     at alpha (p_worse < alpha: the 1 - alpha lower bound of the worsening is
-//     above delta); `better` likewise the other way (p_better < alpha).
+//     above delta); `better` likewise the other way (p_better < alpha), but
+//     only if the cell is stable (as in 4; unstable: `inconclusive`).
 //  4. `equivalent` when both of TOST's tests reject (max(p_lower, p_upper) <
 //     alpha) and the cell is stable: no diverged seed, no more NaN steps than
 //     the baseline, and no more skipped steps than the baseline's plus

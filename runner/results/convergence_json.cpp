@@ -68,7 +68,10 @@ nlohmann::json time_to_target_json(const std::vector<SeedRun>& base, const std::
   for (const SeedRun& r : base)
     if (std::isfinite(r.final_eval_loss)) base_loss.push_back(r.final_eval_loss);
   if (base_loss.empty()) return nullptr;
-  const Margin margin = convergence_margin(base_loss, settings.margin);
+  // margin_abs is in the verdict metric's units: with eval_accuracy the loss target keeps the relative margin.
+  ConvergenceSettings loss_settings = settings;
+  if (settings.metric != "eval_loss") loss_settings.margin_abs.reset();
+  const Margin margin = convergence_margin(base_loss, loss_settings);
   const double target = margin.baseline_mean + margin.delta;
   const TimeToTarget ct = time_to_target(cell, target), bt = time_to_target(base, target);
   std::vector<double> steps;
@@ -98,6 +101,7 @@ nlohmann::json time_to_target_json(const std::vector<SeedRun>& base, const std::
 
 nlohmann::json convergence_settings_json(const ConvergenceSettings& s) {
   return {{"margin", s.margin ? nlohmann::json(*s.margin) : nlohmann::json(nullptr)},
+          {"margin_abs", s.margin_abs ? nlohmann::json(*s.margin_abs) : nlohmann::json(nullptr)},
           {"metric", s.metric},
           {"alpha", s.alpha},
           {"max_skipped_fraction", s.max_skipped_fraction}};
@@ -108,6 +112,7 @@ ConvergenceSettings convergence_settings_from(const nlohmann::json& cell) {
   const nlohmann::json& j = cell.value("convergence_settings", nlohmann::json());
   if (!j.is_object()) return s;
   if (j.value("margin", nlohmann::json()).is_number()) s.margin = j.at("margin").get<double>();
+  if (j.value("margin_abs", nlohmann::json()).is_number()) s.margin_abs = j.at("margin_abs").get<double>();
   s.metric = j.value("metric", s.metric);
   s.alpha = j.value("alpha", s.alpha);
   // Cells written before the key existed are judged with the default.
@@ -175,6 +180,7 @@ void apply_convergence(nlohmann::json& cell, const nlohmann::json* baseline) {
   j["p_worse"] = number_or_null(v.p_worse);
   j["p_better"] = number_or_null(v.p_better);
   j["seeds_needed"] = v.seeds_needed ? nlohmann::json(*v.seeds_needed) : nlohmann::json(nullptr);
+  j["underpowered"] = v.n >= 2 && v.underpowered;
   // MLM (or class) accuracy beside an eval-loss verdict, where the runs have it.
   j["accuracy_diff"] = nullptr;
   if (settings.metric == "eval_loss") {

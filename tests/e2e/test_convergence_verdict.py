@@ -74,7 +74,7 @@ def main():
             v = conv[k]
             if v["n"] != 4 or len(v["paired_seeds"]) != 4 or v["paired_seeds"] != [7, 8, 9, 10]:
                 fails.append(f"{k}: expected 4 seeds 7..10 paired with the baseline's, got {v['paired_seeds']}")
-            if v["delta_source"] not in ("relative_1pct", "baseline_seed_sd") or not v["delta"] > 0:
+            if v["delta_source"] not in ("relative_1pct", "configured", "configured_abs") or not v["delta"] > 0:
                 fails.append(f"{k}: margin {v['delta']} from {v['delta_source']!r}")
             if v["stability"]["diverged_seeds"] != 0:
                 fails.append(f"{k}: diverged seeds {v['stability']}")

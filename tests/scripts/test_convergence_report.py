@@ -43,7 +43,7 @@ class ConvergenceReport(fx.FixtureTest):
         self.assertTrue(rows[fx.PLANTED].rstrip(" |").endswith("| 3 | 0 / 0 / 0"), rows[fx.PLANTED])
         # The mean paired difference with its interval, and delta's source.
         self.assertRegex(rows[fx.PLANTED], r"\| 0\.0\d+ \[0\.0\d+–0\.0\d+\] \| 3 \|")
-        self.assertRegex(rows[fx.PLANTED], r"\((relative_1pct|baseline_seed_sd)\)")
+        self.assertRegex(rows[fx.PLANTED], r"\((relative_1pct|configured|configured_abs)\)")
         html_section = section(page, "<h2>Does it train as well?</h2>", "<h2>Convergence</h2>")
         self.assertTrue("<td class=text>worse</td>" in html_section, html_section[:3000])
         self.assertTrue("<td class=text>equivalent</td>" in html_section, html_section[:3000])

@@ -45,6 +45,14 @@ def verdict_cells(rs):
     return [c for c in display_order(rs) if convergence_of(c)]
 
 
+def seeds_needed_text(conv):
+    """The seeds for power at a true difference of δ/2: for an inconclusive cell, or one run with fewer."""
+    needed = conv.get("seeds_needed")
+    if conv.get("underpowered") and conv.get("verdict") != "inconclusive":
+        return f"{needed} (underpowered)" if needed is not None else "> 10000 (underpowered)"
+    return str(needed) if conv.get("verdict") == "inconclusive" and needed is not None else "—"
+
+
 def verdict_rows(rs):
     """One list of display strings per cell with a verdict, in COLUMNS order."""
     rows, keys = [], cell_keys(rs)
@@ -53,7 +61,6 @@ def verdict_rows(rs):
         ttt = conv.get("time_to_target") if isinstance(conv.get("time_to_target"), dict) else {}
         speed = ttt.get("speedup") if isinstance(ttt.get("speedup"), dict) else {}
         stab = conv.get("stability") if isinstance(conv.get("stability"), dict) else {}
-        needed = conv.get("seeds_needed")
         speedup = number(speed, "speedup")
         rows.append([
             keys[c.cell_id],
@@ -62,7 +69,7 @@ def verdict_rows(rs):
             f"{mr.format_number(number(conv, 'delta'), 4)} ({conv.get('delta_source') or '?'})",
             interval_text(number(conv, "mean_diff"), number(conv, "ci", "lo"), number(conv, "ci", "hi")),
             str(conv.get("n", "—")),
-            str(needed) if conv.get("verdict") == "inconclusive" and needed is not None else "—",
+            seeds_needed_text(conv),
             time_text(ttt, "steps"),
             time_text(ttt, "samples"),
             time_text(ttt, "seconds"),
@@ -90,12 +97,13 @@ def verdict_legend(rs):
             f"seed + r). diff = cell − baseline; interval: the {100 * (1 - 2 * alpha):g}% t interval of the mean "
             f"paired difference (TOST's own). equivalent: both one-sided tests of TOST reject at alpha {alpha:g} "
             "(the interval lies inside ±δ) and the cell is stable; worse (better): the one-sided t test of 'worse "
-            "(better) by at most δ' rejects at alpha; otherwise inconclusive, with the seeds the observed spread "
-            "would need. A cell with more diverged seeds than the baseline is worse. δ: the configured margin, else "
-            "the larger of 1% of the baseline's mean (relative_1pct) and the baseline's seed-to-seed SD "
-            "(baseline_seed_sd). Time to target: the first eval step whose smoothed eval loss reaches the "
-            "baseline's final eval loss + δ, mean over the seeds that reached it with its 95% interval; speed-up "
-            "to target: baseline seconds / cell seconds, paired by seed. See docs/RESULTS.md." +
+            "(better) by at most δ' rejects at alpha (better, only if the cell is stable too); otherwise inconclusive, with the seeds the observed spread "
+            "would need for a true difference of δ/2 (also shown, marked underpowered, when the cell has fewer). A "
+            "cell with more diverged seeds than the baseline is worse. δ is fixed in advance, never from the "
+            "observed spread: the configured margin (configured: relative, configured_abs: absolute), else 1% of "
+            "the baseline's mean (relative_1pct). Time to target: the first eval step whose smoothed eval loss "
+            "reaches the baseline's final eval loss + δ, mean over the seeds that reached it with its 95% "
+            "interval; speed-up to target: baseline seconds / cell seconds, paired by seed. See docs/RESULTS.md." +
             context_free_sentence(rs))
 
 

@@ -30,6 +30,13 @@ TEST(ConvergenceSettings, MaxSkippedFractionTakesZeroButNotOne) {
                    "convergence.max_skipped_fraction");
 }
 
+TEST(ConvergenceSettings, AnAbsoluteMarginIsInTheMetricsUnits) {
+  const ExperimentConfig e = load("name: x\nconvergence: {margin_abs: 0.05}\n");
+  ASSERT_TRUE(e.convergence.margin_abs.has_value());
+  EXPECT_DOUBLE_EQ(*e.convergence.margin_abs, 0.05);
+  EXPECT_FALSE(e.convergence.margin.has_value());
+}
+
 TEST(ConvergenceSettings, EveryCellGetsTheExperimentsSettings) {
   const ExperimentConfig e =
       load("name: x\nconvergence: {margin: 0.02, metric: eval_accuracy, alpha: 0.1}\nmatrix:\n  batch_size: [8, 16]\n");
@@ -47,6 +54,10 @@ TEST(ConvergenceSettings, BadValuesNameFileLineColAndKey) {
   expect_points_at(error_of("name: x\nconvergence:\n  margin: abc\n"), 3, 11, "convergence.margin");
   expect_points_at(error_of("name: x\nconvergence:\n  margin: 0\n"), 3, 11, "convergence.margin");
   expect_points_at(error_of("name: x\nconvergence:\n  metric: eval_los\n"), 3, 11, "convergence.metric");
+  expect_points_at(error_of("name: x\nconvergence:\n  margin_abs: -0.1\n"), 3, 15, "convergence.margin_abs");
+  // Both margins: the second one named is the error.
+  expect_points_at(error_of("name: x\nconvergence:\n  margin: 0.01\n  margin_abs: 0.05\n"), 4, 3,
+                   "convergence.margin_abs");
   expect_points_at(error_of("name: x\nconvergence:\n  margn: 0.01\n"), 3, 3, "convergence.margn");
   expect_points_at(error_of("name: x\nconvergence: 0.01\n"), 2, 14, "convergence");
   EXPECT_NE(std::string(error_of("name: x\nconvergence:\n  margn: 0.01\n").what()).find("did you mean 'margin'"),

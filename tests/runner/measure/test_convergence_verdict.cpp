@@ -44,17 +44,55 @@ std::vector<SeedRun> shifted(double shift, double wiggle) {
   return runs;
 }
 
-TEST(ConvergenceMargin, DefaultIsTheLargerOfOnePercentAndTheBaselineSeedSd) {
-  const Margin tight = convergence_margin({2.0, 2.01, 1.99}, std::nullopt);
+ConvergenceSettings with_margin(std::optional<double> relative, std::optional<double> absolute = std::nullopt) {
+  ConvergenceSettings s;
+  s.margin = relative;
+  s.margin_abs = absolute;
+  return s;
+}
+
+TEST(ConvergenceMargin, IsFixedInAdvanceAndNeverTheObservedSpread) {
+  const Margin tight = convergence_margin({2.0, 2.01, 1.99}, ConvergenceSettings{});
   EXPECT_EQ(tight.source, "relative_1pct");
   EXPECT_DOUBLE_EQ(tight.delta, 0.02);
-  const Margin noisy = convergence_margin({2.0, 2.2, 1.8}, std::nullopt);
-  EXPECT_EQ(noisy.source, "baseline_seed_sd");
-  EXPECT_NEAR(noisy.delta, 0.2, 1e-12);  // sample SD (ddof 1) of 1.8, 2.0, 2.2
-  const Margin set = convergence_margin({2.0, 2.2, 1.8}, 0.05);
+  // A noisy baseline (SD 0.2, ten times the margin) leaves delta at 1%; its SD is only reported.
+  const Margin noisy = convergence_margin({2.0, 2.2, 1.8}, ConvergenceSettings{});
+  EXPECT_EQ(noisy.source, "relative_1pct");
+  EXPECT_NEAR(noisy.delta, 0.02, 1e-12);
+  EXPECT_NEAR(noisy.baseline_seed_sd, 0.2, 1e-12);  // sample SD (ddof 1) of 1.8, 2.0, 2.2
+  const Margin set = convergence_margin({2.0, 2.2, 1.8}, with_margin(0.05));
   EXPECT_EQ(set.source, "configured");
   EXPECT_NEAR(set.delta, 0.1, 1e-12);
-  EXPECT_EQ(convergence_margin({2.0}, std::nullopt).source, "relative_1pct");  // one seed: no SD
+  const Margin abs = convergence_margin({2.0, 2.2, 1.8}, with_margin(std::nullopt, 0.07));
+  EXPECT_EQ(abs.source, "configured_abs");
+  EXPECT_DOUBLE_EQ(abs.delta, 0.07);
+}
+
+// Issue 40's adversarial set: one baseline seed 0.6 nats worse, the same in
+// the cell, so every paired difference is unchanged. The old rule let the
+// baseline's seed SD widen delta and called a 0.1-nat degradation equivalent.
+TEST(ConvergenceVerdict, ANoisyBaselineSeedDoesNotFlipAWorseCell) {
+  const ConvergenceVerdict quiet = convergence_verdict(baseline(), shifted(0.1, 0.004), ConvergenceSettings{});
+  std::vector<SeedRun> base = baseline(), cell = shifted(0.1, 0.004);
+  base[2] = run(base[2].seed, base[2].final_eval_loss + 0.6);
+  cell[2] = run(cell[2].seed, cell[2].final_eval_loss + 0.6);
+  const ConvergenceVerdict noisy = convergence_verdict(base, cell, ConvergenceSettings{});
+  EXPECT_EQ(quiet.verdict, "worse") << quiet.reason;
+  EXPECT_EQ(noisy.verdict, "worse") << noisy.reason;
+  EXPECT_GT(noisy.margin.baseline_seed_sd, 0.2);
+  EXPECT_LT(noisy.margin.delta, 0.03);  // 1% of the baseline's mean (2.12), not its SD
+}
+
+TEST(ConvergenceVerdict, SaysWhenTheSeedsAreTooFewForADifferenceOfHalfTheMargin) {
+  // Inside the margin and equivalent, but the spread needs more seeds for power at a true difference of delta/2.
+  const ConvergenceVerdict v = convergence_verdict(baseline(), shifted(0.0, 0.012), ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "equivalent") << v.reason;
+  ASSERT_TRUE(v.seeds_needed.has_value());
+  EXPECT_EQ(*v.seeds_needed, 8);  // scipy: diff SD 0.00949, delta/2 = 0.01
+  EXPECT_EQ(*v.seeds_needed, tost_seeds_needed(v.diff_sd, v.margin.delta, 0.05, v.margin.delta / 2));
+  EXPECT_GT(*v.seeds_needed, v.n);
+  EXPECT_TRUE(v.underpowered);
+  EXPECT_FALSE(convergence_verdict(baseline(), baseline(), ConvergenceSettings{}).underpowered);
 }
 
 TEST(ConvergenceVerdict, IdenticalRunsAreEquivalent) {
@@ -133,6 +171,17 @@ TEST(ConvergenceVerdict, MoreSkippedOrNanStepsThanTheBaselineIsNeverEquivalent) 
   EXPECT_EQ(convergence_verdict(baseline(), cell, ConvergenceSettings{}).verdict, "inconclusive");
 }
 
+// Issue 40: instability vetoes `better` as it does `equivalent`; compare.py
+// treats `better` as the good state to regress from.
+TEST(ConvergenceVerdict, AnUnstableBetterCellIsInconclusive) {
+  std::vector<SeedRun> cell = shifted(-0.3, 0.01);
+  ASSERT_EQ(convergence_verdict(baseline(), cell, ConvergenceSettings{}).verdict, "better");
+  cell[4].nan_steps = 2;
+  const ConvergenceVerdict v = convergence_verdict(baseline(), cell, ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "inconclusive") << v.reason;
+  EXPECT_NE(v.reason.find("not stable: 2 NaN steps"), std::string::npos) << v.reason;
+}
+
 // A dynamic loss scale's calibration skips are its normal work: up to
 // max_skipped_fraction of the cell's steps (over all seeds) beyond the
 // baseline's keep a cell stable, one more does not.
@@ -176,6 +225,11 @@ TEST(ConvergenceVerdict, SeedsNeededMatchesScipy) {
   // scipy: smallest n with (t.ppf(0.95, n-1) + t.ppf(0.9, n-1)) * sd / sqrt(n) <= 1.
   EXPECT_EQ(tost_seeds_needed(1.0, 1.0, 0.05), 11);
   EXPECT_EQ(tost_seeds_needed(0.5, 1.0, 0.05), 4);
+  // At a true difference of delta/2 (values from scipy.stats.t.ppf): the smallest n >= 2 with
+  // (t_{.95,n-1} + t_{.8,n-1}) / sqrt(n) <= 0.5 / sd.
+  EXPECT_EQ(tost_seeds_needed(0.25, 1.0, 0.05, 0.5), 4);
+  EXPECT_EQ(tost_seeds_needed(0.5, 1.0, 0.05, 0.5), 8);
+  EXPECT_FALSE(tost_seeds_needed(0.5, 1.0, 0.05, 1.0).has_value());  // no room left inside the margin
   EXPECT_EQ(tost_seeds_needed(0.0, 1.0, 0.05), 2);
   EXPECT_FALSE(tost_seeds_needed(1e6, 1.0, 0.05).has_value());
 }
