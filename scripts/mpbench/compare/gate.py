@@ -480,9 +480,9 @@ def parse_alpha(text):
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"alpha must be in (0, 1), got {text!r}")
+        value = None
+    if value is None or not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"alpha must be a number in (0, 1), got {text!r}")
     return value
 
 
@@ -497,8 +497,7 @@ def build_parser():
     p.add_argument("--loss-threshold", type=parse_fraction, default=DEFAULT_LOSS_THRESHOLD,
                    help="relative loss increase that regresses (default 2%%)")
     p.add_argument("--alpha", type=parse_alpha, default=DEFAULT_ALPHA,
-                   help="significance level of the timing verdicts: the Holm-adjusted p of the t test over "
-                   "per-repeat medians (the Mann-Whitney U p is reported, not gated; default 0.05)")
+                   help="level for the Holm-adjusted p of the t test over repeat medians (Mann-Whitney U: shown only)")
     p.add_argument("--strict", action="store_true",
                    help="also fail (exit 1) on a change beyond the threshold that too few samples can test (suspect)")
     p.add_argument("--allow-missing", action="store_true",
