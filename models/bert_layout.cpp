@@ -261,7 +261,8 @@ MemoryEstimate estimate_bert_memory(const BertConfig& cfg, const PrecisionPolicy
   // The largest matrix of a GEMM: the decoder's logits [M,V] and its weight
   // [V,C], the FFN's [N,F] and [F,C], QKV's [N,3C], attention's [B*H,T,T].
   const double largest = std::max({M * V, V * C, N * F, F * C, N * 3 * C, 3 * C * C, B * H * T * T});
-  e[MemCategory::Workspace] = std::max(e[MemCategory::Workspace], gemm_conversion_workspace(pol, largest));
+  e[MemCategory::Workspace] =
+      std::max(e[MemCategory::Workspace], gemm_conversion_workspace(pol, largest, std::max({V, F, 3 * C})));
   return e;
 }
 

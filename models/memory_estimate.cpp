@@ -31,9 +31,11 @@ MemoryEstimate estimate_param_store(double numel, const PrecisionPolicy& policy)
   return e;
 }
 
-double gemm_conversion_workspace(const PrecisionPolicy& policy, double largest_gemm_matrix) {
+double gemm_conversion_workspace(const PrecisionPolicy& policy, double largest_gemm_matrix, double widest_output) {
   const bool converts = policy.gemm != GemmCompute::F32 || policy.compute != DType::F32;
-  return converts ? 3 * largest_gemm_matrix * 4 : 0.0;
+  // The bias slot (gemm_onednn.cpp's workspace 3) was missing: 1,200 bytes over
+  // on BERT-tiny amp_bf16 where bf16 is emulated (AVX2, 2026-11-29).
+  return converts ? 3 * largest_gemm_matrix * 4 + widest_output * 4 : 0.0;
 }
 
 }  // namespace mpb

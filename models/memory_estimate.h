@@ -49,8 +49,10 @@ MemoryEstimate estimate_param_store(double numel, const PrecisionPolicy& policy)
 // operands to fp32 and computes into an fp32 buffer when C is not fp32
 // (backends/cpu/gemm_onednn.cpp, one grow-only buffer per operand). Bounded
 // by three fp32 copies of the largest matrix any of the cell's GEMMs reads or
-// writes; nothing when every GEMM is fp32 in and out. The CUDA backend's own
-// workspace (cuBLASLt's fixed 32 MiB) is the backend's, not the cell's.
-double gemm_conversion_workspace(const PrecisionPolicy& policy, double largest_gemm_matrix);
+// writes, plus an fp32 copy of the widest 16-bit bias an epilogue widens (the
+// compute copy's bias: widest_output elements); nothing when every GEMM is fp32
+// in and out. The CUDA backend's own workspace (cuBLASLt's fixed 32 MiB) is the
+// backend's, not the cell's.
+double gemm_conversion_workspace(const PrecisionPolicy& policy, double largest_gemm_matrix, double widest_output);
 
 }  // namespace mpb

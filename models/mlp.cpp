@@ -205,7 +205,8 @@ MemoryEstimate estimate_mlp_memory(const MlpConfig& cfg, const PrecisionPolicy& 
   if (cfg.hidden_layers > 0) acts += 2 * B * W * compute;    // dh_
   e[MemCategory::Activations] += acts;
   // The upload's staging is freed before the first GEMM: the two never coexist.
-  e[MemCategory::Workspace] = std::max(e[MemCategory::Workspace], gemm_conversion_workspace(pol, largest));
+  e[MemCategory::Workspace] =
+      std::max(e[MemCategory::Workspace], gemm_conversion_workspace(pol, largest, std::max(W, K)));
   return e;
 }
 

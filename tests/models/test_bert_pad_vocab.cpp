@@ -73,12 +73,19 @@ TEST(BertPadVocab, PaddedWordsAreMaskedOutOfTheLossAndGetNoGradient) {
     EXPECT_EQ(padded.params.at("cls.predictions.bias")[39], -1e4f);
     // exp(-1e4 - max) is exactly 0 in fp32: the padded words add exact zeros
     // to every sum, so only the decoder GEMM's shape (N 40 instead of 37)
-    // could change a rounding; oneDNN's fp32 GEMM sums each output over k
-    // in the same order whatever N, and the loss is bit-identical here.
+    // could change a rounding. The loss is bit-identical here on both CPU
+    // kinds. The gradients behind the decoder need not be: with N 40 oneDNN's
+    // AVX2 kernels block the weight-gradient GEMMs' sums differently (seen on
+    // a Zen 3, 2026-11-29: 1.4e-6 relative in cls.predictions.transform.dense;
+    // AVX-512 had kept the order). A reordered fp32 sum of k terms moves by up
+    // to about k * 2^-24 of the terms' summed magnitude (k = 16 here, the batch's
+    // 2 x 8 tokens: 1e-6), which cancellation can make several times the
+    // result's own: 1e-5 relative to the result, while a real leak of the
+    // padded words (a nonzero probability) would be orders larger.
     EXPECT_EQ(padded.loss, plain.loss);
     for (const auto& [name, g] : plain.grads) {
       const std::vector<float>& gp = padded.grads.at(name);
-      for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(gp[i], g[i], 1e-6 * std::abs(g[i]) + 1e-9) << name << " " << i;
+      for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(gp[i], g[i], 1e-5 * std::abs(g[i]) + 1e-9) << name << " " << i;
       for (size_t i = g.size(); i < gp.size(); ++i) ASSERT_EQ(gp[i], 0.0f) << name << " padded element " << i;
     }
   }
