@@ -209,7 +209,10 @@ TEST(Runner, DryRunEstimatesEachCellAndTheTotalForAnAssumedGpu) {
   fs::path tmp = fresh_dir("estimate");
   Result r = run(kQuickstart + " --dry-run --assume-gpu rtx3090 --out " + (tmp / "results").string(), tmp);
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("40% of the dense peak of each cell's GEMM mode on GeForce RTX 3090"), std::string::npos)
+  // The GPU step model (runner/measure/cost_estimate.h): GEMMs at a share of the mode's peak plus
+  // the memory-bound rest at the bandwidth.
+  EXPECT_NE(r.out.find("a step is GEMMs at 65% (16-bit)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("at the memory bandwidth (the H200-fitted step model), on GeForce RTX 3090"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("h:mm"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("<0:01"), std::string::npos) << r.out;  // the quickstart's cells take seconds on a 3090

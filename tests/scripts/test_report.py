@@ -638,8 +638,12 @@ class ReaderNewFields(TempDirTest):
         self.assertIsNone(base.speedup_interval())
         other = new.by_id["precision=amp_bf16,fusion=on"]
         iv = other.speedup_interval()
-        self.assertLess(iv.lo, new.speedup(other))
-        self.assertGreater(iv.hi, new.speedup(other))
+        # The reader gives the runner's interval as written. It need not hold the point estimate:
+        # that is the ratio of pooled medians, the interval a t over the rounds' log ratios, and on
+        # busy cores the two parted once (0.51x outside [0.67, ...], 2026-11-29).
+        self.assertGreater(iv.lo, 0)
+        self.assertLess(iv.lo, iv.hi)
+        self.assertEqual((iv.lo, iv.hi), (other.summary["speedup_interval"]["lo"], other.summary["speedup_interval"]["hi"]))
         self.assertEqual(iv.confidence_text(), "95%")
         self.assertEqual(other.speedup_verdict(), fixture_edits.verdict(other.summary["speedup_interval"]))
         self.assertEqual(sorted(r for _, r in other.repeat_rounds()), list(range(fixtures.DEFAULT_REPEATS)))
