@@ -36,6 +36,7 @@ case ${1:-} in
       python3-torch libopenblas0-pthread  # the PyTorch references; an optimised BLAS keeps the speed comparison fair
       patchelf  # scripts/gpu_bundle.sh sets the bundle's RUNPATH ($ORIGIN/../lib) with it (tests/bundle)
       python3-pip ca-certificates  # for ml-dtypes below (pip verifies PyPI's certificate: a minimal Debian has no CA bundle)
+      python3-venv  # tests/scripts/test_packaging.py: pip install -e scripts into a fresh venv
       "${corpus_packages[@]}")
     want_corpus=1 want_ml_dtypes=1 ;;
   --corpus)
