@@ -411,7 +411,7 @@ TEST(Numerics, FloatToHalfSubnormalRangeExhaustiveVsReference) {
   expect_half_matches_reference(in, "subnormal range");
 }
 
-TEST(Numerics, FloatToHalfVsF16C) {
+TEST(NumericsOnThisCpu, FloatToHalfVsF16C) {
   if (!cpu_has_f16c()) GTEST_SKIP() << "CPU lacks F16C (vcvtps2ph); compared against the reference only";
   // Random mix plus the prefix sweep (8M values). NaN inputs: NaN-ness and sign
   // only. Intel documents vcvtps2ph as quieting an SNaN and truncating the
@@ -443,7 +443,7 @@ TEST(Numerics, FloatToHalfVsF16C) {
   RecordProperty("nan_payload_differences", static_cast<int>(nan_payload_diffs));
 }
 
-TEST(Numerics, FloatToHalfVsF16CExhaustiveLowRange) {
+TEST(NumericsOnThisCpu, FloatToHalfVsF16CExhaustiveLowRange) {
   if (!cpu_has_f16c()) GTEST_SKIP() << "CPU lacks F16C (vcvtps2ph)";
   // Every fp32 with magnitude in [2^-26, 2^-13), both signs: 2 x 25M values,
   // the whole subnormal result range and the step into the normal range.
@@ -554,7 +554,7 @@ TEST(Numerics, FloatToBf16RandomVsReference) {
   expect_bf16_matches_reference(bf16_test_inputs(0x5EED0003, 1000000), "bf16");
 }
 
-TEST(Numerics, FloatToBf16VsAvx512Bf16) {
+TEST(NumericsOnThisCpu, FloatToBf16VsAvx512Bf16) {
   if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "CPU lacks AVX512_BF16 (vcvtneps2bf16); compared against the reference only";
   // Intel SDM, VCVTNEPS2BF16: round to nearest even; "input denormals are
   // always treated as zero" (sign-preserving zero) and output denormals are
