@@ -31,6 +31,8 @@
 #                              downloaded. Only downloads are cached: the root is new each
 #                              run, and apt reads fresh package lists.
 #   MPB_FRESH_TMPDIR           where the temporary root goes (default: /var/tmp)
+#   MPB_FRESH_KEEP_BINARIES    a directory to copy the runner and mpb_bench built inside to
+#                              (.ci/run runs its later steps with them)
 set -euo pipefail
 
 checkout=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -259,6 +261,15 @@ if [[ -n $cache ]]; then
 fi
 
 read -r t_quick t_test <"$root/var/tmp/mpb-fresh-times"
+
+# The runner and the benchmark built there, for the steps after this one (.ci/run: the selftest,
+# the benchmarks, the results fuzzer and the Slurm test run them instead of a second build of the
+# same sources with the same flags). Neither links a library of the build directory.
+if [[ -n ${MPB_FRESH_KEEP_BINARIES:-} ]]; then
+  mkdir -p "$MPB_FRESH_KEEP_BINARIES"
+  cp "$root/var/tmp/mpb-build/runner" "$root/var/tmp/mpb-build/bench/mpb_bench" "$MPB_FRESH_KEEP_BINARIES/"
+  say "kept runner and mpb_bench in $MPB_FRESH_KEEP_BINARIES"
+fi
 
 # ---- the GPU bundle on a machine with nothing installed (issue 11) -------------------------------
 # The bundle built in the first root, unpacked in a second, bare minbase root: no compiler, no
