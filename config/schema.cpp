@@ -63,6 +63,17 @@ Bounds at_least(double lo) { return {lo, false}; }                          // [
 Bounds above(double lo) { return {lo, true}; }                              // (lo, inf)
 Bounds closed_open(double lo, double hi) { return {lo, false, hi, true}; }  // [lo, hi)
 Bounds open_open(double lo, double hi) { return {lo, true, hi, true}; }     // (lo, hi)
+Bounds closed(double lo, double hi) { return {lo, false, hi, false}; }      // [lo, hi]
+
+// Counts that size an allocation before any cell runs are capped here, at load time, so that
+// a stray exponent is an error at its key (file:line:col) and not a std::bad_alloc after
+// gigabytes and seconds (issue 43: `repeats: 100000000` with --dry-run built a 7 GB run
+// plan). Each cap is far beyond a real experiment: a thousand repeats of one cell give an
+// interval a thousandth as wide as one; ten million steps are days on any GPU; the step
+// times of one repeat are then 80 MB.
+constexpr double kMaxRepeats = 1000;
+constexpr double kMaxSteps = 1e7;
+constexpr double kMaxAmaxHistory = 1e6;  // fp8.amax_history_len: a float per slot and entry
 
 using Aliases = std::vector<std::pair<std::string, std::string>>;
 
@@ -178,15 +189,15 @@ const std::vector<KeySpec>& keys() {
   using LS = LossScaleMode;
   static const std::vector<KeySpec> table = {
       special("seed",                       Type::Seed,      MPB_FIELD(seed)),
-      integer("steps",                      at_least(1),     MPB_FIELD(steps)),
+      integer("steps",                      closed(1, kMaxSteps), MPB_FIELD(steps)),
       integer("warmup_steps",               at_least(0),     MPB_FIELD(warmup_steps)),
-      integer("repeats",                    at_least(1),     MPB_FIELD(repeats)),
+      integer("repeats",                    closed(1, kMaxRepeats), MPB_FIELD(repeats)),
       integer("eval_every",                 at_least(0),     MPB_FIELD(eval_every)),
       integer("batch_size",                 at_least(1),     MPB_FIELD(batch_size)),
       precision("precision"),
       choice ("fusion", kOffOn,                              MPB_FIELD(fused), kOffOnAliases),
       integer("fp8.margin",                 at_least(0),     MPB_FIELD(fp8.margin)),
-      integer("fp8.amax_history_len",       at_least(1),     MPB_FIELD(fp8.amax_history_len)),
+      integer("fp8.amax_history_len",       closed(1, kMaxAmaxHistory), MPB_FIELD(fp8.amax_history_len)),
       choice ("fp8.amax_compute_algo", Names<AmaxAlgo>{{AmaxAlgo::Max, "max"}, {AmaxAlgo::MostRecent, "most_recent"}},
                                                              MPB_FIELD(fp8.amax_compute_algo)),
       special("loss_scale",                 Type::LossScale, MPB_FIELD(loss_scale)),

@@ -383,9 +383,13 @@ struct RangeCase {
 
 TEST(ConfigErrors, OutOfRange) {
   const RangeCase cases[] = {
-      {"steps: 0", "steps", "must be >= 1, got 0"},
+      {"steps: 0", "steps", "must be in [1, 1e7], got 0"},
+      // Counts that size an allocation before any cell runs (issue 43 item 3).
+      {"steps: 10000001", "steps", "must be in [1, 1e7], got 10000001"},
+      {"repeats: 100000000", "repeats", "must be in [1, 1000], got 1e8"},
+      {"fp8: {amax_history_len: 1000001}", "fp8.amax_history_len", "must be in [1, 1e6], got 1000001"},
       {"warmup_steps: -1", "warmup_steps", "must be >= 0, got -1"},
-      {"repeats: 0", "repeats", "must be >= 1, got 0"},
+      {"repeats: 0", "repeats", "must be in [1, 1000], got 0"},
       {"eval_every: -1", "eval_every", "must be >= 0, got -1"},
       {"batch_size: 0", "batch_size", "must be >= 1, got 0"},
       {"accumulation: 0", "accumulation", "must be >= 1, got 0"},
@@ -424,7 +428,7 @@ TEST(ConfigErrors, OutOfRange) {
       {"loss_scale: {mode: dynamic, hysteresis: 0}", "loss_scale.hysteresis",
        "must be >= 1, got 0"},
       {"fp8: {margin: -1}", "fp8.margin", "must be >= 0, got -1"},
-      {"fp8: {amax_history_len: 0}", "fp8.amax_history_len", "must be >= 1, got 0"},
+      {"fp8: {amax_history_len: 0}", "fp8.amax_history_len", "must be in [1, 1e6], got 0"},
   };
   for (const auto& c : cases) {
     // Range errors come before the not-supported-yet check, so they are reported
