@@ -102,6 +102,22 @@ class ScriptsExit2(TempDirTest):
         line = next(x for x in proc.stdout.splitlines() if CELL in x and "e+30" in x)
         self.assertLess(len(line), 200, line)      # before: a ~300-digit percentage
 
+    def test_special_or_huge_cell_files_are_refused_unread(self):
+        # Issue 43 item 5: a FIFO as a cell file hung report.py; a 2 GB sparse file made
+        # compare.py raise MemoryError (exit 1, which a CI gate reads as "regression").
+        results = self.make_set("s")
+        path = cell_path(results, CELL)
+        os.unlink(path)
+        os.mkfifo(path)
+        self.assert_both_refuse(results, path, "not a regular file")
+        os.unlink(path)
+        with open(path, "wb") as f:
+            f.truncate(2 << 30)   # sparse: no disk used
+        self.assert_both_refuse(results, path, "more than a result file holds")
+        os.unlink(path)
+        os.mkdir(path)
+        self.assert_both_refuse(results, path, "not a regular file")
+
     def test_cell_of_another_run_or_experiment(self):
         a, b = self.make_set("a"), self.make_set("b", run=1)   # another run of the same experiment
         with open(os.path.join(b, "manifest.json"), encoding="utf-8") as f:

@@ -10,6 +10,7 @@ results.resultset's business.
 
 import json
 import os
+import stat
 import sys
 
 from mpbench.results.cell import Cell
@@ -32,19 +33,49 @@ class ResultsError(Exception):
         self.message = message
 
 
+# The largest result file read: a cell of 10,000 steps x 100 repeats is about 20 MB. A bigger
+# file (a 2 GB sparse file planted as a cell, issue 43 item 5) is refused before it is read,
+# not turned into a MemoryError, whose exit 1 a CI gate reads as "regression".
+MAX_RESULT_FILE_BYTES = 256 << 20
+
+
+def _read_regular_file(path):
+    """The text of `path` if it is a regular file of at most MAX_RESULT_FILE_BYTES, else a
+    ResultsError. Opened non-blocking and checked with fstat before any read: a FIFO as a cell
+    file hung report.py for ever, a character device never ends."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ResultsError(path, "not a regular file (a FIFO, device, socket or directory): not read")
+        if st.st_size > MAX_RESULT_FILE_BYTES:
+            raise ResultsError(path, f"{st.st_size} bytes, more than a result file holds "
+                                     f"({MAX_RESULT_FILE_BYTES >> 20} MiB): not read")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, encoding="utf-8") as f:
+            fd = None  # the file object closes it
+            return f.read(MAX_RESULT_FILE_BYTES + 1)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def read_json(path):
     """Parse one JSON file, turning every failure into a ResultsError naming it."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return json.loads(_read_regular_file(path))
     except FileNotFoundError:
         raise ResultsError(path, "file not found") from None
+    except IsADirectoryError:
+        raise ResultsError(path, "not a regular file (a directory): not read") from None
     except json.JSONDecodeError as e:
         raise ResultsError(path, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ResultsError(path, f"cannot read: {e}") from None
     except RecursionError:
         raise ResultsError(path, "invalid JSON: nested too deeply") from None
+    except MemoryError:
+        raise ResultsError(path, "too large to read into memory") from None
 
 
 def _check_cell(path, data):
