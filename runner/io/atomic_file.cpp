@@ -108,11 +108,39 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  // Non-blocking open and fstat before any read: a FIFO planted as manifest.json hung
+  // `runner --resume` and `runner merge` for ever (issue 43 item 6), a device never ends.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw std::runtime_error("cannot read " + path + ": not a regular file (a FIFO, device, socket or directory)");
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxReadFileBytes) {
+    ::close(fd);
+    throw std::runtime_error("cannot read " + path + ": " + std::to_string(st.st_size) +
+                             " bytes, more than a result file holds (" + std::to_string(kMaxReadFileBytes >> 20) +
+                             " MiB)");
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : 0;
+      ::close(fd);
+      if (n == 0) {  // the file shrank while read: what is there
+        text.resize(got);
+        return text;
+      }
+      throw std::runtime_error("cannot read " + path + ": " + std::strerror(err));
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return text;
 }
 
 }  // namespace mpb

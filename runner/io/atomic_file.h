@@ -6,11 +6,15 @@
 // other refusals throw OutputPathError before anything is written.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace mpb {
 
 void write_file_atomic(const std::string& path, const std::string& content);
-std::string read_file(const std::string& path);  // throws std::runtime_error
+// The whole of a regular file of at most kMaxReadFileBytes; anything else (a FIFO, a device,
+// a directory, a bigger file) throws std::runtime_error naming the path, without reading it.
+inline constexpr uint64_t kMaxReadFileBytes = uint64_t{256} << 20;
+std::string read_file(const std::string& path);
 
 }  // namespace mpb

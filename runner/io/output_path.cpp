@@ -64,4 +64,23 @@ OutputMode check_output_path(const std::string& path) {
   return stream_or_refuse(path, target.st_mode, true);
 }
 
+void check_output_dir(const std::string& path) {
+  if (path.empty()) throw OutputPathError("'': name a directory");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::exists(st) && !fs::is_directory(st))
+    throw OutputPathError(path + ": exists and is not a directory (a file, FIFO or device)");
+  // The nearest directory that exists: the results go below it, so it must be writable.
+  fs::path dir = fs::absolute(path, ec);
+  while (!dir.empty() && !fs::exists(dir, ec)) dir = dir.parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec)) throw OutputPathError(path + ": " + dir.string() + " is not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    const int err = errno;
+    throw OutputPathError(path + ": cannot write in " + dir.string() + ": " + std::strerror(err) +
+                          (err == EROFS ? "" : " (a read-only filesystem, or no write permission)"));
+  }
+}
+
 }  // namespace mpb

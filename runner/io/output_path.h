@@ -26,4 +26,9 @@ enum class OutputMode { Replace, Stream, StandardOutput };
 // opening a FIFO would block until a reader comes, so it only stats.
 OutputMode check_output_path(const std::string& path);
 
+// A results directory the user named (--out): refused (OutputPathError) when it exists and is
+// not a directory, or when the nearest existing directory on its path is not writable (a
+// read-only filesystem, no permission). Creates nothing: a refusal must leave no trace.
+void check_output_dir(const std::string& path);
+
 }  // namespace mpb
