@@ -9,18 +9,22 @@
 // Exit codes: runner/commands/run_experiment.h ExitCode, docs/RESULTS.md.
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "core/device.h"
 #include "runner/experiment/config.h"
 #include "runner/measure/cost_estimate.h"
 #include "runner/experiment/describe.h"
+#include "runner/commands/cli_text.h"
 #include "runner/commands/doctor.h"
 #include "runner/commands/find_max_batch.h"
 #include "runner/results/hung_cell.h"
@@ -29,6 +33,7 @@
 #include "runner/results/result_dir.h"
 #include "runner/commands/run_experiment.h"
 #include "runner/commands/selftest.h"
+#include "runner/io/output_path.h"
 
 namespace {
 void on_sigint(int) { mpb::g_interrupted = true; }
@@ -54,6 +59,9 @@ struct CommandLine {
   CLI::Option* assume_gpu_opt = nullptr;
   bool find_max_batch = false;
   std::string lock_clocks, shard, export_dir;
+  // The options that exist for mpbench's own tests (planted slowdowns and hangs): hidden from
+  // --help (CLI11 hides the group ""), listed by --help-all under this heading.
+  std::string testing_group;
 };
 
 // The experiment file, where results go, which cells, and in what order.
@@ -78,12 +86,13 @@ void add_run_options(CLI::App& app, CommandLine& cl) {
   app.add_option("--inject-step-delay-ms", opt.inject_step_delay_ms,
                  "TESTING ONLY: sleep this long inside every timed step, a planted slowdown for testing a "
                  "regression gate (recorded in the manifest and every repeat; docs/REPORTS.md)")
-      ->check(CLI::Range(0.0, 60000.0));
+      ->check(mpb::finite_range(0.0, 60000.0))
+      ->group(cl.testing_group);
   app.add_option("--max-minutes", opt.max_minutes,
                  "start no repeat after this many minutes (the running one finishes): the run stops cleanly, "
                  "exit code 5, and --resume continues it; for runs in slices (a GPU lease, a job's time limit). "
                  "More than 0 (0 is refused: leave the option out for no limit)")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(mpb::finite_range(0.0, 1e6))
       ->check(positive_minutes)
       ->type_name("MINUTES");
   app.add_flag("--fail-on-divergence", opt.fail_on_divergence,
@@ -92,7 +101,7 @@ void add_run_options(CLI::App& app, CommandLine& cl) {
 }
 
 // The watchdog's limits (runner/results/watchdog.h), in seconds, and its planted hang.
-void add_watchdog_options(CLI::App& app, mpb::RunOptions& opt) {
+void add_watchdog_options(CLI::App& app, mpb::RunOptions& opt, const std::string& testing_group) {
   for (const auto& [name, seconds, help] : {
            std::tuple<const char*, double*, const char*>{
                "--stall-timeout", &opt.watchdog.stall_s,
@@ -103,10 +112,11 @@ void add_watchdog_options(CLI::App& app, mpb::RunOptions& opt) {
            {"--cell-timeout", &opt.watchdog.repeat_s,
             "seconds one repeat of a cell may take at most, set-up included (default: no limit); over it, the cell "
             "is recorded as hung like a stall"}})
-    app.add_option(name, *seconds, help)->check(CLI::Range(0.1, 1e7));
+    app.add_option(name, *seconds, help)->check(mpb::finite_range(0.1, 1e7));
   app.add_option("--inject-hang", opt.inject_hang,
                  "TESTING ONLY: cells matching this --filter expression hang after step 3 (a planted hang for the "
-                 "watchdog's test; recorded in the manifest)");
+                 "watchdog's test; recorded in the manifest)")
+      ->group(testing_group);
 }
 
 // The estimate's GPU, the other modes (find-max-batch, export) and the machine's share.
@@ -145,6 +155,17 @@ int fail_with(int code, const std::string& message) {
 std::optional<int> finish_options(CommandLine& cl) {
   mpb::RunOptions& opt = cl.opt;
   opt.order = mpb::parse_run_order(cl.order);
+  if (opt.out_dir.empty())  // '' would write into the current directory
+    return fail_with(mpb::kExitBadInput, "--out '': name a directory for the results (default: results)");
+  // Before any work (a GEMM ceiling is measured first): a file, a FIFO or a read-only place
+  // once failed with a raw "filesystem error" and exit 1 minutes later (issue 43 item 11).
+  if (!opt.dry_run && !cl.find_max_batch && cl.export_dir.empty()) {
+    try {
+      mpb::check_output_dir(opt.out_dir);
+    } catch (const mpb::OutputPathError& e) {
+      return fail_with(mpb::kExitBadInput, std::string("--out ") + e.what() + "; nothing was written");
+    }
+  }
   if (cl.assume_gpu_opt->count() && opt.assume_gpu.empty()) {
     return fail_with(mpb::kExitBadInput,
                      "--assume-gpu '': name a GPU (rtx3090, a100, h100, l4, rtx4090, ...; docs/CONFIG.md)");
@@ -170,6 +191,14 @@ std::optional<int> finish_options(CommandLine& cl) {
 // The experiment file's command: export, find-max-batch or the run.
 int run_command(const CommandLine& cl) {
   mpb::ExperimentConfig exp;
+  std::error_code ec;
+  if (!std::filesystem::exists(cl.file, ec)) {  // a mistyped subcommand reads as a file name
+    std::vector<std::string> names;
+    for (const mpb::Subcommand& sub : mpb::runner_subcommands()) names.emplace_back(sub.name);
+    if (const auto near = mpb::nearest_name(cl.file, names))
+      return fail_with(mpb::kExitBadInput, "no file or subcommand '" + cl.file + "'; did you mean 'runner " + *near +
+                                               "'? (runner --help lists the subcommands)");
+  }
   try {
     exp = mpb::load_experiment(cl.file);
   } catch (const mpb::ConfigError& e) {
@@ -188,18 +217,48 @@ int run_command(const CommandLine& cl) {
   }
 }
 
+// True when the command line holds `flag` before any "--".
+bool has_flag(int argc, char** argv, const char* flag) {
+  for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {
+    if (std::string(argv[i]) == flag) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "doctor") return mpb::run_doctor(argc - 1, argv + 1);
-  if (argc > 1 && std::string(argv[1]) == "merge") return mpb::run_merge(argc - 1, argv + 1);
-  if (argc > 1 && std::string(argv[1]) == "selftest") return mpb::run_selftest(argc - 1, argv + 1);
-  if (argc > 1 && std::string(argv[1]) == "describe") return mpb::run_describe(argc - 1, argv + 1);
-  CLI::App app{"mpbench runner: trains every cell of an experiment matrix and records speed, memory and convergence"};
+  // A reader that goes away (`runner selftest --json FIFO`, `runner ... | head`) makes a write
+  // fail with EPIPE, which the writers report (exit 2), instead of killing the runner silently.
+  std::signal(SIGPIPE, SIG_IGN);
+  // The subcommands each own a parser (runner/commands/*.h); --help lists them.
+  if (argc > 1) {
+    const std::string first = argv[1];
+    if (first == "doctor") return mpb::run_doctor(argc - 1, argv + 1);
+    if (first == "merge") return mpb::run_merge(argc - 1, argv + 1);
+    if (first == "selftest") return mpb::run_selftest(argc - 1, argv + 1);
+    if (first == "describe") return mpb::run_describe(argc - 1, argv + 1);
+  }
+  if (has_flag(argc, argv, "--version")) {
+    std::fputs(mpb::version_text().c_str(), stdout);
+    return mpb::kExitOk;
+  }
+  CLI::App app{"mpbench runner: trains every cell of an experiment matrix and records speed, memory and convergence. "
+               "runner FILE.yaml runs it; runner --version says what this runner is."};
+  mpb::use_runner_cli_text(app, "runner");
+  app.footer(mpb::subcommands_help());
   CommandLine cl;
+  const bool help_all = has_flag(argc, argv, "--help-all");
+  cl.testing_group = help_all ? "Options for mpbench's own tests (docs/TESTING.md)" : "";
   add_run_options(app, cl);
-  add_watchdog_options(app, cl.opt);
+  add_watchdog_options(app, cl.opt, cl.testing_group);
   add_mode_options(app, cl);
+  app.add_flag("--help-all", "this help with the options for mpbench's own tests");
+  app.add_flag("--version", "print the version, commit, build and libraries, and exit");
+  if (help_all) {
+    std::fputs(app.help().c_str(), stdout);
+    return mpb::kExitOk;
+  }
   mpb::remember_command_line(argc, argv);  // the watchdog restarts the runner with it
   try {
     app.parse(argc, argv);

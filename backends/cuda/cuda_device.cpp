@@ -49,6 +49,22 @@ std::string cudnn_frontend_version() {
 #endif
 }
 
+// cudaGetDeviceCount's failure in a user's words. Without a GPU the runtime says "CUDA driver
+// version is insufficient" (no libcuda at all reads as driver version 0), which sends users to
+// update a driver they do not have; the driver's version tells the two cases apart.
+std::string no_device_reason(cudaError_t err) {
+  int driver = 0, runtime = 0;
+  const bool have_driver = cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0;
+  (void)cudaRuntimeGetVersion(&runtime);
+  (void)cudaGetLastError();
+  if (!have_driver)
+    return "no CUDA device: none found (no NVIDIA driver is loaded: no GPU here, or libcuda.so.1 is not installed)";
+  if (err == cudaErrorInsufficientDriver)
+    return "no CUDA device: none usable (driver " + cuda_version_string(driver) + " is older than this runner's CUDA " +
+           cuda_version_string(runtime) + " runtime: update the driver, or build against an older CUDA)";
+  return "no CUDA device: none found (driver " + cuda_version_string(driver) + ": " + cudaGetErrorString(err) + ")";
+}
+
 // Why device `ordinal` is unusable, or nullopt. Never throws.
 std::optional<std::string> unavailable(int ordinal) {
   try {
@@ -56,9 +72,9 @@ std::optional<std::string> unavailable(int ordinal) {
     const cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
-      return std::string("no CUDA device: ") + cudaGetErrorString(err);
+      return no_device_reason(err);
     }
-    if (count == 0) return std::string("no CUDA device: none found");
+    if (count == 0) return std::string("no CUDA device: none found (the driver sees none)");
     if (ordinal < 0 || ordinal >= count)
       return "no CUDA device: ordinal " + std::to_string(ordinal) + " requested, " + std::to_string(count) +
              " device(s) present";

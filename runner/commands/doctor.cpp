@@ -11,6 +11,7 @@
 
 #include "runner/io/atomic_file.h"
 #include "runner/io/output_path.h"
+#include "runner/commands/cli_text.h"
 #include "runner/commands/doctor_checks.h"
 #include "runner/results/manifest.h"
 #include "runner/io/seconds_since.h"
@@ -122,12 +123,12 @@ int run_doctor(int argc, char** argv) {
       ->default_val("auto");
   app.add_option("--out", opt.out_dir, "the results root runs will write to (its free disk space is checked)")
       ->default_val("results");
-  app.add_option("--json", opt.json_path, "also write the checks as JSON to FILE: a file is replaced atomically; -, a device, a "
+  CLI::Option* json_opt = app.add_option("--json", opt.json_path, "also write the checks as JSON to FILE: a file is replaced atomically; -, a device, a "
                  "FIFO or a symlink (/dev/stdout) is written in place; a directory or a missing parent is refused "
                  "(exit 2) before the checks run")->type_name("FILE");
   // A number within [lo, hi], `fallback` when not given.
   const auto bounded = [&app](const char* flag, auto& value, const char* what, auto lo, auto hi, auto fallback) {
-    app.add_option(flag, value, what)->check(CLI::Range(lo, hi))->default_val(fallback);
+    app.add_option(flag, value, what)->check(finite_range(lo, hi))->default_val(fallback);
   };
   bounded("--selftest-seconds", opt.selftest_seconds, "time budget of the op checks on the device (0: skip them)",
           0.0, 3600.0, 10.0);
@@ -135,10 +136,15 @@ int run_doctor(int argc, char** argv) {
   bounded("--gemm-size", opt.gemm_size,
           "n of the n x n x n ceiling GEMMs (0: what runs use, 1024 on a CPU, 8192 on a GPU)", 0, 65536, 0);
   bounded("--gemm-reps", opt.gemm_reps, "timed GEMMs per mode (the best counts)", 1, 100, 3);
+  use_runner_cli_text(app, "runner doctor");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (json_opt->count() && opt.json_path.empty()) {  // '' would silently write nothing
+    std::fprintf(stderr, "error: --json '': name a file (or - for standard output)\n");
+    return 2;
   }
   // The output path is judged before its checks run: a directory or a missing parent
   // fails now, not after minutes of work (runner/io/output_path.h).
@@ -165,9 +171,9 @@ int run_doctor(int argc, char** argv) {
   if (!opt.json_path.empty()) {
     try {
       write_file_atomic(opt.json_path, report.dump(1) + "\n");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
-      return 1;
+    } catch (const std::exception& e) {  // a full disk, a reader that closed the pipe (EPIPE)
+      std::fprintf(stderr, "error: --json: %s\n", e.what());
+      return 2;
     }
   }
   return report["exit_code"].get<int>();

@@ -99,7 +99,8 @@ PhaseResult ExperimentRun::select_cells() {
   }
   std::stable_partition(cells_.begin(), cells_.end(), [](const Cell* c) { return c->is_baseline; });
   if (cells_.empty()) {
-    std::fprintf(stderr, "runner: --filter '%s' matches no cell of %s\n", opt_.filter.c_str(), exp_.path.c_str());
+    std::fprintf(stderr, "error: --filter '%s' matches no cell of %s: %s\n", opt_.filter.c_str(), exp_.path.c_str(),
+                 filter_no_match_reason(exp_.cells, opt_.filter).c_str());
     return kExitBadInput;
   }
   return std::nullopt;

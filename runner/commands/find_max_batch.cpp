@@ -96,7 +96,8 @@ int run_find_max_batch(const ExperimentConfig& exp, const RunOptions& opt) {
     return kExitBadInput;
   }
   if (cells.empty()) {
-    std::fprintf(stderr, "runner: --filter '%s' matches no cell of %s\n", opt.filter.c_str(), exp.path.c_str());
+    std::fprintf(stderr, "error: --filter '%s' matches no cell of %s: %s\n", opt.filter.c_str(), exp.path.c_str(),
+                 filter_no_match_reason(exp.cells, opt.filter).c_str());
     return kExitBadInput;
   }
   const std::string kind = opt.device.empty() ? exp.device : opt.device;

@@ -1,5 +1,7 @@
 #include "runner/commands/merge.h"
 
+#include "runner/commands/cli_text.h"
+
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -502,6 +504,7 @@ int run_merge(int argc, char** argv) {
                  "a JSON file of the scheduler's job states (scripts/slurm/job_states.py) for manifest.scheduler")
       ->type_name("FILE");
   app.add_flag("--quiet", quiet, "print only errors");
+  use_runner_cli_text(app, "runner merge");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,8 @@
 // `runner selftest`; see selftest.h.
 #include "runner/commands/selftest.h"
 
+#include "runner/commands/cli_text.h"
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -212,13 +214,18 @@ int run_selftest(int argc, char** argv) {
       ->default_val("auto");
   app.add_flag("--quick", quick, "the small op cases and the MLP's training steps only");
   app.add_flag("--verbose", verbose, "a line for every op case, not only the failed ones");
-  app.add_option("--json", json_path, "also write every result as JSON to FILE: a file is replaced atomically; -, a device, "
+  CLI::Option* json_opt = app.add_option("--json", json_path, "also write every result as JSON to FILE: a file is replaced atomically; -, a device, "
                  "a FIFO or a symlink (/dev/stdout) is written in place; a directory or a missing parent is refused "
                  "(exit 2) before the checks run")->type_name("FILE");
+  use_runner_cli_text(app, "runner selftest");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (json_opt->count() && json_path.empty()) {  // '' would silently write nothing
+    std::fprintf(stderr, "error: --json '': name a file (or - for standard output)\n");
+    return 2;
   }
   // The output path is judged before the checks run: a directory or a missing parent
   // fails now, not after minutes of work (runner/io/output_path.h).
@@ -248,9 +255,9 @@ int run_selftest(int argc, char** argv) {
   if (!json_path.empty()) {
     try {
       write_file_atomic(json_path, selftest_json(report).dump(1) + "\n");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "error: %s\n", e.what());
-      return 1;
+    } catch (const std::exception& e) {  // a full disk, a reader that closed the pipe (EPIPE)
+      std::fprintf(stderr, "error: --json: %s\n", e.what());
+      return 2;
     }
   }
   return report.failed() ? 1 : 0;

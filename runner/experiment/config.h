@@ -59,6 +59,11 @@ std::string cell_slug(const std::string& id);
 // on a malformed expression.
 bool cell_matches_filter(const Cell& cell, const std::string& filter);
 
+// Why `filter` (which matched none of `cells`) matches nothing, for the error: the first
+// term whose value no cell has, with that key's values and a "did you mean", or that the
+// values exist only apart. Throws like cell_matches_filter on a malformed filter.
+std::string filter_no_match_reason(const std::vector<Cell>& cells, const std::string& filter);
+
 // FNV-1a 64 of the canonical (sorted-key) JSON dump, 16 hex digits.
 std::string config_hash(const nlohmann::json& canonical);
 

@@ -31,7 +31,7 @@ int run_describe(int argc, char** argv) {
                 usage.c_str());
     return 0;
   }
-  std::fprintf(stderr, "runner describe: %s\n", usage.c_str());
+  std::fprintf(stderr, "error: %s\n", usage.c_str());
   return 2;
 }
 

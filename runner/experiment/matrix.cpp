@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -117,7 +118,10 @@ std::string cell_value_string(const Cell& cell, const std::string& key) {
   return config_value_string(cell.config, key);
 }
 
-bool cell_matches_filter(const Cell& cell, const std::string& filter) {
+namespace {
+
+// The filter's terms with each value in the form cells print it.
+std::vector<FilterTerm> canonical_filter_terms(const std::string& filter) {
   // Every term is parsed before any is compared, so that a malformed filter fails
   // on every cell, not only on the cells that get as far as the bad term.
   std::vector<FilterTerm> terms = split_filter(filter);
@@ -131,10 +135,42 @@ bool cell_matches_filter(const Cell& cell, const std::string& filter) {
       throw std::invalid_argument("filter '" + filter + "': " + e.what());
     }
   }
+  return terms;
+}
+
+}  // namespace
+
+bool cell_matches_filter(const Cell& cell, const std::string& filter) {
+  const std::vector<FilterTerm> terms = canonical_filter_terms(filter);
   for (const auto& term : terms) {
     if (cell_value_string(cell, term.key) != term.value) return false;
   }
   return true;
+}
+
+std::string filter_no_match_reason(const std::vector<Cell>& cells, const std::string& filter) {
+  const std::vector<FilterTerm> terms = canonical_filter_terms(filter);
+  std::vector<std::string> every_term;
+  for (const FilterTerm& term : terms) {
+    std::vector<std::string> values;  // the cells' values of this key, first seen first
+    for (const Cell& cell : cells) {
+      const std::string v = cell_value_string(cell, term.key);
+      if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+    }
+    every_term.push_back(term.key + " is " + join(values, ", "));
+    if (std::find(values.begin(), values.end(), term.value) != values.end()) continue;
+    // The first term no cell has: name its key's values (an unknown key has none but "").
+    if (values.size() == 1 && values[0].empty()) return "no cell has a key '" + term.key + "'";
+    std::string reason = "no cell has " + term.key + "=" + term.value;
+    std::optional<std::string> near = nearest_name(term.value, values);
+    // A bare dtype is pure low precision: a user asking for bf16 usually means AMP's amp_bf16.
+    const std::string amp = "amp_" + term.value;
+    if (!near && std::find(values.begin(), values.end(), amp) != values.end()) near = amp;
+    if (near) reason += " (did you mean " + term.key + "=" + *near + "?)";
+    return reason + "; its values here: " + join(values, ", ");
+  }
+  // Each value occurs, not together (an exclude rule may have removed the combination).
+  return "each value occurs, but no cell has them all together (" + join(every_term, "; ") + ")";
 }
 
 std::string config_hash(const nlohmann::json& canonical) { return hex64(fnv1a64(canonical.dump())); }

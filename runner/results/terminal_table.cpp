@@ -82,9 +82,10 @@ void print_step_counters(const std::vector<nlohmann::json>& cells) {
 
 std::string format_eta(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "--:--";
+  // h:mm:ss, so a long run reads like the dry run's h:mm estimate ("3:07:12", not "187:12").
   long s = std::lround(seconds);
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
   return buf;
 }
 

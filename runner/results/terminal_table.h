@@ -15,7 +15,7 @@ namespace mpb {
 // printf into a std::string: fmt("%.1f GiB", 3.25) -> "3.2 GiB".
 std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
-std::string format_eta(double seconds);  // "m:ss", "--:--" when unknown
+std::string format_eta(double seconds);  // "h:mm:ss" (like the dry run's h:mm), "--:--" when unknown
 std::string human_bytes(double bytes);   // "1.5 MiB"
 std::string percent(double fraction);    // "42%"
 

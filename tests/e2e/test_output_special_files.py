@@ -179,9 +179,26 @@ def check_directory(fails, tmp, name, argv):
         fails.append(f"{name} --json MISSING/PARENT: exit {p.returncode}, expected 2:\n{p.stdout}\n{p.stderr}")
 
 
+def check_closed_pipe(fails, argv):
+    """--json - into a pipe whose reader is gone (issue 43 item 12: `runner selftest --json FIFO`
+    whose reader closed early was killed by SIGPIPE, rc 141, without a word): exit 2 naming EPIPE."""
+    r, w = os.pipe()
+    os.close(r)  # the reader has gone before the runner writes
+    try:
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        p = subprocess.run([*argv, "--json", "-"], stdout=w, stderr=subprocess.PIPE, text=True, timeout=600, env=env)
+    finally:
+        os.close(w)
+    last = (p.stderr.strip().splitlines() or [""])[-1]
+    if p.returncode != 2 or "Broken pipe" not in last or not last.startswith("error: "):
+        fails.append(f"runner doctor --json - into a closed pipe: exit {p.returncode} (expected 2 and an error "
+                     f"naming the broken pipe):\n{p.stderr}")
+
+
 def main():
     fails = []
     root = os.geteuid() == 0
+    check_closed_pipe(fails, [RUNNER, *DOCTOR, "--out", tempfile.gettempdir()])
     with tempfile.TemporaryDirectory(prefix="mpb_special_") as tmp:
         for name, argv, schema in writers(tmp):
             check_directory(fails, tmp, name, argv)

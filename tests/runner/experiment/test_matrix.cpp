@@ -630,6 +630,25 @@ TEST(Filter, MalformedThrowsInvalidArgument) {
   }
 }
 
+// The error for a filter that matches no cell names the values a user can pick (issue 41).
+TEST(Filter, NoMatchReasonListsTheValues) {
+  const ExperimentConfig e = load(R"(name: m
+matrix:
+  precision: [fp32, amp_fp16, amp_bf16]
+  fusion: [off, on]
+exclude:
+  - {precision: fp32, fusion: on}
+)");
+  EXPECT_EQ(filter_no_match_reason(e.cells, "precision=bf16"),
+            "no cell has precision=bf16 (did you mean precision=amp_bf16?); its values here: fp32, amp_fp16, amp_bf16");
+  EXPECT_EQ(filter_no_match_reason(e.cells, "fusion=on,precision=tf32"),
+            "no cell has precision=tf32; its values here: fp32, amp_fp16, amp_bf16");
+  EXPECT_EQ(filter_no_match_reason(e.cells, "precision=fp32,fusion=on"),
+            "each value occurs, but no cell has them all together (precision is fp32, amp_fp16, amp_bf16; "
+            "fusion is off, on)");
+  EXPECT_THROW(filter_no_match_reason(e.cells, "fusion=maybe"), std::invalid_argument);
+}
+
 TEST(Filter, PolicyPrecisionWithCommas) {
   // Filter values are validated like YAML values, so by resolve_policy.
   for (const char* policy : {"params=float32,compute=float16", "params=float32,compute=bfloat16"}) {
