@@ -166,6 +166,17 @@ class ScriptsExit2(TempDirTest):
             self.assertEqual(lines[i].replace("\\|", "").count("|"), lines[top].count("|"), lines[i])
 
 
+class MarkdownLinks(unittest.TestCase):
+    def test_names_cannot_make_links_or_remote_images(self):
+        # Issue 43 item 8: report.md kept "[](", so a name became a live link or a remote image.
+        from mpbench.report.pages import md_escape
+        for name in ("[x](javascript:alert(2))", "![](http://host/px)", "[a][ref]", "[a]: http://host"):
+            escaped = md_escape(name)
+            for live in ("](", "][", "]:"):
+                self.assertNotIn(live, escaped.replace("\\]", ""), escaped)
+        self.assertEqual(md_escape("1.52× [1.48–1.57]"), "1.52× [1.48–1.57]")   # an interval stays as it reads
+
+
 class FuzzerSmoke(TempDirTest):
     def test_a_few_seconds_without_findings(self):
         self.assertEqual(fuzz_results.main(["--seconds", "8", "--seed", "3", "--keep", self.tmp]), 0)

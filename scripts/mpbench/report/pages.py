@@ -8,6 +8,7 @@ report.noise and report.labels; the figures from report.plots' Plot records.
 
 import base64
 import html
+import re
 
 from mpbench import output as mo
 from mpbench.report.decision import decision_line
@@ -130,12 +131,18 @@ _MD_SPECIAL = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "*": "\\*",
                              "<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ", "\r": " "})
 
 
+# A "]" that would close a link's text: "[x](url)", "[x][ref]", "[x]: url" (a definition).
+_MD_LINK_CLOSE = re.compile(r"\](?=[(\[:])")
+
+
 def md_escape(text):
     """Text from the result files (experiment names, cell ids, notes) as literal Markdown: a `|`
     would split a table cell, `<b>` or `<script>` would be HTML to a Markdown renderer, `*` and a
-    backtick emphasis and code (issue 33 defect 7; index.html escapes with html.escape). Square
-    brackets stay: the speed-up column's "[lo–hi]" is read as text, and "[a]" alone is no link."""
-    return str(text).translate(_MD_SPECIAL)
+    backtick emphasis and code (issue 33 defect 7; index.html escapes with html.escape), and a "]"
+    before "(", "[" or ":" would make "[x](javascript:...)" a live link or "![](http://host/px)" a
+    remote image (issue 43 item 8): it is escaped, which renders the same. Other square brackets
+    stay: the speed-up column's "[lo–hi]" reads as text, and "[a]" alone is no link."""
+    return _MD_LINK_CLOSE.sub(r"\\]", str(text).translate(_MD_SPECIAL))
 
 
 def markdown_table(header, rows, text_columns=1):
