@@ -37,6 +37,7 @@ case ${1:-} in
       patchelf  # scripts/gpu_bundle.sh sets the bundle's RUNPATH ($ORIGIN/../lib) with it (tests/bundle)
       python3-pip ca-certificates  # for ml-dtypes below (pip verifies PyPI's certificate: a minimal Debian has no CA bundle)
       python3-venv  # tests/scripts/test_packaging.py: pip install -e scripts into a fresh venv
+      python3-mpmath  # tests/numerics/test_stats_mpmath.py: the t distribution against 50-digit values
       "${corpus_packages[@]}")
     want_corpus=1 want_ml_dtypes=1 ;;
   --corpus)
