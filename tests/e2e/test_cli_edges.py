@@ -13,7 +13,8 @@ And issue 41's command line: --help lists the subcommands and hides the options 
 mpbench's own tests (--help-all shows them), help lines fit 100 columns, --version
 names the build, a mistyped flag or subcommand gets "did you mean", a --filter that
 matches nothing lists the values, every parse error starts "error: "; issue 43's
-items 9 and 10: --out '', --json '' and NaN limits are refused with exit 2.
+items 6, 9, 10, 11 and 13: FIFO manifests, --out '', --json '', NaN limits, --out naming a
+file, and OUT inside a bind mount of a shard are refused with exit 2.
 """
 
 import os
@@ -100,6 +101,23 @@ def check_fifo_manifests(fails, tmp, exp):
         fails.append("merge of shards whose manifest.json is a FIFO hung")
 
 
+def check_bind_mounted_shard(fails, tmp, shards):
+    """Issue 43 item 13: OUT inside a bind mount of a shard wrote the merged set into the shard
+    (the paths share no prefix; the directories are one). Needs root and mount; CI runs as root."""
+    mnt = os.path.join(tmp, "bind")
+    os.makedirs(mnt)
+    if os.geteuid() != 0 or subprocess.run(["mount", "--bind", shards[0], mnt], capture_output=True).returncode:
+        print("note: no bind mount here (not root, or mount refused): the bind-mount merge check is skipped")
+        return
+    try:
+        expect_refused(fails, "merge OUT inside a bind mount of a shard",
+                       ["merge", os.path.join(mnt, "merged"), *shards], "(a bind mount)")
+        if os.listdir(shards[0]):
+            fails.append(f"a refused merge wrote into the bind-mounted shard: {os.listdir(shards[0])}")
+    finally:
+        subprocess.run(["umount", mnt], check=False)
+
+
 def main():
     fails = []
     with tempfile.TemporaryDirectory(prefix="mpb_edges_") as tmp:
@@ -144,6 +162,7 @@ def main():
         if os.listdir(shards[0]) or os.listdir(shards[1]):
             fails.append(f"a refused merge wrote into a shard: {os.listdir(shards[0])} {os.listdir(shards[1])}")
         check_fifo_manifests(fails, tmp, exp)
+        check_bind_mounted_shard(fails, tmp, shards)
     return report(fails)
 
 
