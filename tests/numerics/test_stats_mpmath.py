@@ -22,11 +22,7 @@ Tolerances (why):
   1e-12 of t where the density is not tiny).
 Skips (exit 77) without mpmath; scripts/install_deps.sh --tests installs python3-mpmath.
 """
-import json
-import os
-import subprocess
 import sys
-import tempfile
 
 try:
     import mpmath
@@ -34,7 +30,8 @@ except ImportError as e:  # pragma: no cover - depends on the machine
     print(f"SKIPPED: mpmath is not importable ({e}); install python3-mpmath (scripts/install_deps.sh --tests does)")
     sys.exit(77)
 
-TOOL = os.environ.get("MPB_STATS_CASES")
+from stats_tool import run_stats_cases  # noqa: E402  (after the skip above)
+
 mpmath.mp.dps = 50
 DFS = [1, 2, 3, 5, 9.5, 30, 1000, 1e5, 1e7]
 TAIL_RTOL = 1e-12
@@ -81,15 +78,10 @@ def make_cases():
 
 
 def main():
-    if not TOOL:
-        print("MPB_STATS_CASES (the stats_cases tool) is not set; run through ctest")
-        return 1
     cases = make_cases()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "cases.json")
-        with open(path, "w") as f:
-            json.dump(cases, f)
-        got = json.loads(subprocess.run([TOOL, path], check=True, capture_output=True, text=True).stdout)
+    got = run_stats_cases(cases)
+    if got is None:
+        return 1
     failures, worst = [], 0.0
     for (t, df), ours in zip(cases["cdf"], got["cdf"]):
         ref = cdf(t, df)
