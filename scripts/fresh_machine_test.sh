@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README's two commands on a fresh, minimal Debian 12 (bookworm), as a newcomer runs
 # them: debootstrap --variant=minbase builds a new root in a temporary directory, and inside
-# it, with chroot and as root,
-#   bash scripts/quickstart.sh --filter <one cell>      then      bash scripts/test.sh
-# and then scripts/gpu_bundle.sh, whose bundle must run (runner selftest --device cpu, the
+# it, with chroot and as root, runs each COMMAND argument in turn (bash -c, in the
+# checkout's copy), by default
+#   'bash scripts/quickstart.sh --filter <one cell>'      then      'bash scripts/test.sh'
+# (.ci/run names them itself), and then scripts/gpu_bundle.sh, whose bundle must run (runner selftest --device cpu, the
 # quickstart's cell) in a second new root with nothing installed (tests/bundle/bundle_bare_root.sh).
 # with the CUDA backend forced on (this machine's /usr/local/cuda is bind-mounted, read-only)
 # and every warning an error, as in CI. Nothing is there but minbase and what the scripts
@@ -19,12 +20,17 @@
 # Needs root (re-runs itself with sudo), debootstrap (installed with apt when missing) and
 # the Debian mirror that this machine's apt sources name (no host is written here).
 #
+# A command that runs scripts/quickstart.sh must leave the quickstart's report; one that runs
+# scripts/test.sh must skip no test but GPU, Slurm and ISA ones (below).
+#
+# Usage: fresh_machine_test.sh [COMMAND...]
 # Environment:
 #   MPB_FRESH_MIRROR           Debian mirror (default: the one serving bookworm in
 #                              /etc/apt/sources.list or /etc/apt/sources.list.d/*)
 #   MPB_FRESH_SECURITY_MIRROR  security mirror (default: the one serving bookworm-security
 #                              there; none: no security suite)
-#   MPB_FRESH_FILTER           the quickstart cell(s) (default: one fp32 cell)
+#   MPB_FRESH_FILTER           the quickstart cell(s) of the default commands and of the
+#                              bundle's run (default: one fp32 cell)
 #   MPB_FRESH_CACHE            cache directory (default: ~/.cache/mpbench; empty: no cache).
 #                              Holds the debootstrap tarball (rebuilt after
 #                              MPB_FRESH_CACHE_DAYS, default 7, days) and the .deb files apt
@@ -39,6 +45,8 @@ checkout=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 suite=bookworm
 variant=minbase
 filter=${MPB_FRESH_FILTER:-precision=fp32,fusion=off,loss_scale=none}
+commands=("$@")
+((${#commands[@]})) || commands=("bash scripts/quickstart.sh --filter $filter" "bash scripts/test.sh")
 
 if ((EUID != 0)); then
   if command -v sudo >/dev/null; then
@@ -206,37 +214,47 @@ fi
 # ---- the README's two commands, inside -------------------------------------------------------
 cat >"$root/fresh_machine_inner.sh" <<'EOF'
 #!/bin/bash
+# Runs each argument as a command line, in /src, and checks what the README says it leaves.
 set -euo pipefail
 cd /src
 mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
-t0=$(date +%s)
-printf '\n#### inside: bash scripts/quickstart.sh %s\n' "$*"
-bash scripts/quickstart.sh "$@"
-if [[ ! -s $MPB_RESULTS_DIR/quickstart/report/index.html ]]; then
-  echo "fresh_machine_test: the quickstart wrote no $MPB_RESULTS_DIR/quickstart/report/index.html" >&2
-  exit 1
-fi
-t1=$(date +%s)
-printf '\n#### inside: bash scripts/test.sh\n'
-bash scripts/test.sh 2>&1 | tee /var/tmp/mpb-test.log
-t2=$(date +%s)
-# A test that skips here without being a GPU test lacks something install_deps.sh should install.
-# (The Slurm test skips too: the plain install leaves Slurm out on purpose, --with-slurm adds it;
-# so does an ISA path this CPU lacks: label isa, or a GTest suite named *OnThisCpu, whose tests
-# compare with an instruction the CPU may lack, e.g. AVX512_BF16 on a Zen 3.)
-ctest --test-dir "$MPB_BUILD_DIR" -N -L 'gpu|slurm|isa' | sed -nE 's/^ *Test +#[0-9]+: //p' | sort >/var/tmp/gpu-tests
-sed -nE 's/^[[:space:]]*[0-9]+ - (.*) \(Skipped\)$/\1/p' /var/tmp/mpb-test.log | grep -v 'OnThisCpu\.' | sort >/var/tmp/skipped || true
-unexpected=$(comm -23 /var/tmp/skipped /var/tmp/gpu-tests)
-if [[ -n $unexpected ]]; then
-  echo "fresh_machine_test: tests that are not GPU tests skipped on the fresh machine" \
-    "(a package missing from scripts/install_deps.sh?):" >&2
-  echo "$unexpected" >&2
-  exit 1
-fi
-echo "$(mmss $((t1 - t0))) $(mmss $((t2 - t1)))" >/var/tmp/mpb-fresh-times
+: >/var/tmp/mpb-fresh-times
+for cmd in "$@"; do
+  t0=$(date +%s)
+  printf '\n#### inside: %s\n' "$cmd"
+  bash -c "$cmd" 2>&1 | tee /var/tmp/mpb-command.log
+  case $cmd in
+  *scripts/quickstart.sh*)
+    if [[ ! -s $MPB_RESULTS_DIR/quickstart/report/index.html ]]; then
+      echo "fresh_machine_test: '$cmd' wrote no $MPB_RESULTS_DIR/quickstart/report/index.html" >&2
+      exit 1
+    fi
+    ;;
+  *scripts/test.sh*)
+    # A test that skips here without being a GPU test lacks something install_deps.sh should
+    # install. (The Slurm test skips too: the plain install leaves Slurm out on purpose,
+    # --with-slurm adds it; so does an ISA path this CPU lacks: label isa, or a GTest suite
+    # named *OnThisCpu, whose tests compare with an instruction the CPU may lack, e.g.
+    # AVX512_BF16 on a Zen 3.)
+    ctest --test-dir "$MPB_BUILD_DIR" -N -L 'gpu|slurm|isa' | sed -nE 's/^ *Test +#[0-9]+: //p' |
+      sort >/var/tmp/gpu-tests
+    sed -nE 's/^[[:space:]]*[0-9]+ - (.*) \(Skipped\)$/\1/p' /var/tmp/mpb-command.log |
+      { grep -v 'OnThisCpu\.' || true; } | sort >/var/tmp/skipped
+    unexpected=$(comm -23 /var/tmp/skipped /var/tmp/gpu-tests)
+    if [[ -n $unexpected ]]; then
+      echo "fresh_machine_test: tests that are not GPU tests skipped on the fresh machine" \
+        "(a package missing from scripts/install_deps.sh?):" >&2
+      echo "$unexpected" >&2
+      exit 1
+    fi
+    ;;
+  esac
+  printf '%s: %s\n' "$cmd" "$(mmss $(($(date +%s) - t0)))" >>/var/tmp/mpb-fresh-times
+done
 EOF
 
-say "chroot: bash scripts/quickstart.sh --filter $filter; bash scripts/test.sh (MPB_CUDA=$cuda MPB_WERROR=ON)"
+say "chroot: $(printf '%s; ' "${commands[@]}")(MPB_CUDA=$cuda MPB_WERROR=ON)"
+t=$(date +%s)
 envs=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
   MPB_CUDA="$cuda" MPB_WERROR=ON MPB_BUILD_DIR=/var/tmp/mpb-build MPB_RESULTS_DIR=/var/tmp/mpb-results)
 for v in TERM CI http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
@@ -255,12 +273,13 @@ if [[ -n $site_ca && -f $site_ca ]]; then
   envs+=(PIP_CERT=/etc/mpbench-site-ca-bundle.crt)
   echo "pip in the new root trusts this machine's CA bundle ($site_ca)"
 fi
-chroot "$root" /usr/bin/env -i "${envs[@]}" /bin/bash /fresh_machine_inner.sh --filter "$filter" </dev/null
+chroot "$root" /usr/bin/env -i "${envs[@]}" /bin/bash /fresh_machine_inner.sh "${commands[@]}" </dev/null
+t_commands=$(($(date +%s) - t))
 if [[ -n $cache ]]; then
   chroot "$root" apt-get autoclean -qq || true  # drop cached .debs the mirror no longer has
 fi
 
-read -r t_quick t_test <"$root/var/tmp/mpb-fresh-times"
+say "times inside: $(paste -sd ';' "$root/var/tmp/mpb-fresh-times" | sed 's/;/; /g')"
 
 # The runner and the benchmark built there, for the steps after this one (.ci/run: the selftest,
 # the benchmarks, the results fuzzer and the Slurm test run them instead of a second build of the
@@ -298,6 +317,5 @@ if [[ $cuda == ON ]]; then
     LANG=C.UTF-8 /bin/bash /bundle_bare_root.sh "$filter" </dev/null
   t_bundle=$(mmss $(($(date +%s) - t)))
 fi
-say "passed: debootstrap $(mmss "$t_debootstrap"), quickstart $t_quick (apt install, configure," \
-  "build runner, run, report), test.sh $t_test (configure, build the rest, ctest)," \
+say "passed: debootstrap $(mmss "$t_debootstrap"), the commands $(mmss "$t_commands")," \
   "the bundle in a bare root $t_bundle, total $(mmss $(($(date +%s) - t_start)))"
