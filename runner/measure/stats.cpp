@@ -316,4 +316,40 @@ std::string speedup_verdict(const SpeedupInterval& interval) {
   return "no measurable difference";
 }
 
+double fisher_exact_greater(int64_t x, int64_t n1, int64_t y, int64_t n2) {
+  if (x < 0 || y < 0 || x > n1 || y > n2) throw std::invalid_argument("fisher_exact_greater: counts out of range");
+  // X, the first side's count with both margins fixed, is hypergeometric on lo..hi. Its weights
+  // come from the ratio of neighbours, w(i+1)/w(i) = (k-i)(n1-i) / ((i+1)(n2-k+i+1)), walked out
+  // from the mode (weight 1) so none overflows, then normalised: no lgamma of large numbers,
+  // whose absolute error (~1e-12 at 2,000) became the p value's relative error.
+  const int64_t k = x + y, lo = std::max<int64_t>(0, k - n2), hi = std::min(k, n1);
+  const auto up = [&](int64_t i) { return double(k - i) * double(n1 - i) / (double(i + 1) * double(n2 - k + i + 1)); };
+  const int64_t mode = std::clamp<int64_t>(int64_t(double(k + 1) * double(n1 + 1) / double(n1 + n2 + 2)), lo, hi);
+  std::vector<double> w(size_t(hi - lo + 1), 0.0);
+  w[size_t(mode - lo)] = 1.0;
+  for (int64_t i = mode; i < hi; ++i) w[size_t(i + 1 - lo)] = w[size_t(i - lo)] * up(i);
+  for (int64_t i = mode; i > lo; --i) w[size_t(i - 1 - lo)] = w[size_t(i - lo)] / up(i - 1);
+  double total = 0.0, tail = 0.0;
+  for (int64_t i = lo; i <= hi; ++i) {
+    total += w[size_t(i - lo)];
+    if (i >= x) tail += w[size_t(i - lo)];
+  }
+  return std::min(1.0, tail / total);
+}
+
+std::vector<double> holm_adjust(const std::vector<double>& p) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < p.size(); ++i)
+    if (std::isfinite(p[i])) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
+  std::vector<double> adjusted(p.size(), NAN);
+  const size_t m = order.size();
+  double running = 0.0;  // the step-down maximum keeps the adjusted values in the raw ones' order
+  for (size_t j = 0; j < m; ++j) {
+    running = std::max(running, std::min(1.0, double(m - j) * p[order[j]]));
+    adjusted[order[j]] = running;
+  }
+  return adjusted;
+}
+
 }  // namespace mpb

@@ -110,4 +110,18 @@ std::optional<SpeedupInterval> speedup_interval(const std::vector<std::vector<do
 // "faster" / "slower" when the interval excludes 1.0, else "no measurable difference".
 std::string speedup_verdict(const SpeedupInterval& interval);
 
+// Fisher's exact test of two rates, one-sided: the p value of H1 "the first
+// side's rate is higher" for x of n1 against y of n2 (scipy.stats.fisher_exact
+// on [[x, n1 - x], [y, n2 - y]] with alternative="greater"): P(X >= x) for X
+// hypergeometric with the margins fixed. Counts normalised by their totals, so
+// sides with different numbers of repeats compare fairly. 1 when x is 0.
+double fisher_exact_greater(int64_t x, int64_t n1, int64_t y, int64_t n2);
+
+// Holm's step-down adjustment (Holm 1979) of a family of p values: sorted
+// ascending, p_(i) becomes max over j <= i of min(1, (m - j + 1) p_(j)), m the
+// number of finite values; rejecting where the adjusted p < alpha bounds the
+// family's chance of any false rejection by alpha. NaN entries stay NaN and do
+// not count in m.
+std::vector<double> holm_adjust(const std::vector<double>& p);
+
 }  // namespace mpb

@@ -2,9 +2,12 @@
 // tests/numerics/test_stats_scipy.py (which compares them with scipy.stats;
 // C++ cannot load that Python library).
 //   stats_cases IN.json: IN holds {"cdf": [[t, df], ...], "ppf": [[p, df], ...],
-//     "tests": [{"d": [...], "mu": m, "delta": d, "confidence": c}, ...]};
+//     "tests": [{"d": [...], "mu": m, "delta": d, "confidence": c}, ...],
+//     optionally "fisher": [[x, n1, y, n2], ...] and "holm": [[p, ...], ...]};
 //   prints {"cdf": [...], "ppf": [...], "tests": [{p_greater, p_less, t,
-//     tost_lower, tost_upper, lo, hi}, ...]} on stdout. Exit 2 on a bad input.
+//     tost_lower, tost_upper, lo, hi}, ...], "fisher": [p, ...], "holm":
+//     [[adjusted p (null for NaN), ...], ...]} on stdout. Exit 2 on a bad input.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -38,6 +41,17 @@ int main(int argc, char** argv) {
     out["tests"].push_back({{"t", t.t}, {"p_greater", t.p_greater}, {"p_less", t.p_less},
                             {"tost_lower", tost.p_lower}, {"tost_upper", tost.p_upper},
                             {"lo", ci.lo}, {"hi", ci.hi}});
+  }
+  out["fisher"] = nlohmann::json::array();
+  for (const auto& c : cases.value("fisher", nlohmann::json::array()))
+    out["fisher"].push_back(mpb::fisher_exact_greater(c.at(0), c.at(1), c.at(2), c.at(3)));
+  out["holm"] = nlohmann::json::array();
+  for (const auto& c : cases.value("holm", nlohmann::json::array())) {
+    std::vector<double> p;
+    for (const auto& x : c) p.push_back(x.is_number() ? x.get<double>() : NAN);
+    nlohmann::json adjusted = nlohmann::json::array();
+    for (double a : mpb::holm_adjust(p)) adjusted.push_back(std::isfinite(a) ? nlohmann::json(a) : nlohmann::json());
+    out["holm"].push_back(adjusted);
   }
   std::cout << out.dump() << "\n";
   return 0;

@@ -1,5 +1,7 @@
 """runner/measure/stats.h against scipy.stats: the Student t CDF and quantile,
-one-sided one-sample / paired t tests, TOST and the t interval of a mean.
+one-sided one-sample / paired t tests, TOST and the t interval of a mean,
+Fisher's one-sided exact test (scipy.stats.fisher_exact) and Holm's
+adjustment (against its step-down definition, written out here).
 
 scipy is an implementation independent of ours (Cephes' stdtr / stdtri and
 its own ttest_rel). The C++ side runs through tests/numerics/stats_cases
@@ -61,7 +63,28 @@ def make_cases():
     tests.append({"d": [5.0, 5.1, 4.9, 5.05, 4.95], "mu": 0.0, "delta": 0.05, "confidence": 0.9})
     tests.append({"d": (1.0 + 1e-7 * np.linspace(-1, 1, 20)).tolist(), "mu": 0.0, "delta": 0.05,
                   "confidence": 0.9})
-    return {"cdf": cdf, "ppf": ppf, "tests": tests}
+    # Fisher's one-sided exact test of divergence rates: equal and unequal repeats, 0 and all diverged.
+    fisher = [[x, n1, y, n2] for n1, n2 in ((5, 5), (3, 10), (10, 3), (20, 20), (1000, 1000))
+              for x, y in ((0, 0), (1, 0), (n1, 0), (n1 // 2, n2 // 3), (1, n2))]
+    holm = [rng.uniform(0, 0.2, m).tolist() for m in (1, 2, 6, 30)] + [[0.03, None, 0.01, 0.5, 0.02], [0.9, 0.8]]
+    return {"cdf": cdf, "ppf": ppf, "tests": tests, "fisher": fisher, "holm": holm}
+
+
+def holm_by_definition(p):
+    """Holm (1979) as its step-down rejection rule, for each alpha: the adjusted p of a value is the
+    smallest alpha at which it is rejected. Independent of holm_adjust's sort-and-running-maximum form."""
+    finite = [x for x in p if x is not None]
+    m = len(finite)
+    out = []
+    for x in p:
+        if x is None:
+            out.append(None)
+            continue
+        # Rejected at alpha iff every p_(j) <= p (sorted ascending) has p_(j) <= alpha / (m - j + 1):
+        # the smallest such alpha is max over those j of (m - j + 1) p_(j), capped at 1.
+        s = sorted(finite)
+        out.append(min(1.0, max((m - j) * s[j] for j in range(m) if s[j] <= x)))
+    return out
 
 
 TAIL_CASES = 2  # the last cases of make_cases()["tests"]: p_greater at rtol 1e-9, no atol
@@ -105,7 +128,16 @@ def main():
         lo, hi = stats.t.interval(c["confidence"], len(d) - 1, loc=d.mean(), scale=stats.sem(d))
         close(f"case {i} lo", ours["lo"], lo, failures, rtol=PPF_RTOL)
         close(f"case {i} hi", ours["hi"], hi, failures, rtol=PPF_RTOL)
-    checked = len(cases["cdf"]) + 2 * len(cases["ppf"]) + 7 * len(cases["tests"])
+    for (x, n1, y, n2), ours in zip(cases["fisher"], got["fisher"]):
+        ref = stats.fisher_exact([[x, n1 - x], [y, n2 - y]], alternative="greater").pvalue
+        # 1e-12: products of up to 1,000 neighbour ratios, each rounded (~1e-16): ~1e-13 at worst
+        close(f"fisher_exact([[{x}, {n1 - x}], [{y}, {n2 - y}]], greater)", ours, ref, failures, rtol=1e-12)
+    for p, ours in zip(cases["holm"], got["holm"]):
+        for k, (a, b) in enumerate(zip(ours, holm_by_definition(p))):
+            if (a is None) != (b is None) or (a is not None and not np.isclose(a, b, rtol=1e-15, atol=0)):
+                failures.append(f"holm({p})[{k}]: ours {a!r}, by definition {b!r}")
+    checked = (len(cases["cdf"]) + 2 * len(cases["ppf"]) + 7 * len(cases["tests"]) + len(cases["fisher"])
+               + sum(len(p) for p in cases["holm"]))
     for f in failures:
         print("MISMATCH", f)
     print(f"{checked - len(failures)} of {checked} values agree with scipy {scipy.__version__} "
