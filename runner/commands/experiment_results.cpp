@@ -6,6 +6,7 @@
 #include "runner/io/atomic_file.h"
 #include "runner/io/seconds_since.h"
 #include "runner/machine/gpu_environment.h"
+#include "runner/results/convergence_json.h"
 #include "runner/results/manifest.h"
 #include "runner/results/results.h"
 #include "runner/results/run_identity.h"
@@ -115,26 +116,31 @@ std::vector<nlohmann::json> ExperimentRun::finalize_cells() {
       done.push_back(*j);
       of.push_back(&c);
     }
+  std::vector<nlohmann::json> updated = done;
   auto update = [&](size_t i, const nlohmann::json* base) {
-    nlohmann::json updated = done[i];
-    updated["is_baseline"] = of[i]->is_baseline;
-    updated["run_id"] = run_id_;  // a file from before run ids, in a directory it started, joins this run
-    apply_speedup(updated, base);
-    if (updated == done[i]) return;  // unchanged files are not rewritten
-    write_file_atomic(paths_.cell(*of[i]).string(), updated.dump(1) + "\n");
-    done[i] = std::move(updated);
+    updated[i]["is_baseline"] = of[i]->is_baseline;
+    updated[i]["run_id"] = run_id_;  // a file from before run ids, in a directory it started, joins this run
+    apply_speedup(updated[i], base);
   };
   const nlohmann::json* base = nullptr;
   for (size_t i = 0; i < done.size(); ++i)
     if (of[i]->is_baseline) {
       update(i, nullptr);
-      base = &done[i];
+      base = &updated[i];
     }
   for (size_t i = 0; i < done.size(); ++i) {
-    if (&done[i] == base) continue;
+    if (&updated[i] == base) continue;
     const bool same_model =
-        base && base->at("config").at("model").at("kind") == done[i].at("config").at("model").at("kind");
+        base && base->at("config").at("model").at("kind") == updated[i].at("config").at("model").at("kind");
     update(i, same_model ? base : nullptr);
+  }
+  std::vector<nlohmann::json*> family;
+  for (nlohmann::json& j : updated) family.push_back(&j);
+  apply_convergence_family(family);  // runner/results/convergence_json.h: Holm over the cells
+  for (size_t i = 0; i < done.size(); ++i) {
+    if (updated[i] == done[i]) continue;  // unchanged files are not rewritten
+    write_file_atomic(paths_.cell(*of[i]).string(), updated[i].dump(1) + "\n");
+    done[i] = std::move(updated[i]);
   }
   write_file_atomic((paths_.dir / "summary.csv").string(), summary_csv(done));
   return done;

@@ -15,6 +15,7 @@
 #include "runner/io/atomic_file.h"
 #include "runner/results/merge_paths.h"
 #include "runner/experiment/config.h"
+#include "runner/results/convergence_json.h"
 #include "runner/results/manifest.h"
 #include "runner/results/results.h"
 #include "runner/commands/run_experiment.h"
@@ -428,6 +429,10 @@ MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& o
   MergedSet out;
   out.experiment = first.manifest.at("experiment").get<std::string>();
   const json hashes = collect_cells(shards, owners, out);
+  // Each shard judged its cells as a family of its own; the merged set is one family.
+  std::vector<json*> family;
+  for (json& c : out.cells) family.push_back(&c);
+  apply_convergence_family(family);
 
   // The merged manifest: the first shard's, with what the shards agree on and
   // each shard's own record in "shards".

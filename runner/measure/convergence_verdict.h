@@ -27,8 +27,22 @@ struct SeedRun {
   int64_t nan_steps = 0;             // steps whose training loss was not finite
   int64_t skipped_steps = 0;         // optimizer steps skipped (non-finite gradients)
   int64_t steps = 0;                 // optimizer steps the repeat ran
-  bool diverged = false;             // final eval metric or last training loss not finite
+  double initial_loss = NAN;         // the first finite training loss (the untrained model's); NaN: unknown
+  bool last_loss_finite = true;      // the last training step's loss was finite
 };
+
+// The one divergence rule (issue 40), for every verdict and compare.py's gate
+// through it: a seed diverged when its final eval loss or its last training
+// loss is not finite, or its final eval loss is more than kDivergedAbove x its
+// initial training loss (it ended clearly worse than the untrained model
+// began). A NaN and a finite blow-up are the same event: both leave the paired
+// test, and both count in the divergence-rate test and the stability veto.
+// Why 10% above and not "above": a run that stalls near its start (fp16
+// gradients underflowing, a learning rate far too small) ends within noise of
+// its initial loss, on either side of it; it did not blow up, and the paired
+// t test calls it `worse` by its loss. A blow-up lands far beyond 10%.
+inline constexpr double kDivergedAbove = 1.10;
+bool seed_diverged(const SeedRun& run);
 
 // The smoothing applied before looking for the target: the running median of
 // three eval points centred on each (the first and last points as they are).
@@ -73,10 +87,18 @@ struct TimeToTarget {
   // loss is <= target; nullopt: never reached.
   std::vector<std::optional<int>> step;
   std::vector<double> samples, seconds;  // NaN where never reached
+  std::vector<double> run_seconds;       // the whole run's step time: where a seed that never reached is censored
   int reached = 0, never_reached = 0;
 };
 // seconds: the sum of the step times of steps 1..step (eval time not counted).
 TimeToTarget time_to_target(const std::vector<SeedRun>& runs, double target_eval_loss);
+
+// The Kaplan-Meier median of the seconds to target: seeds that never reached
+// it are censored at their run's length (they might have, later). The smallest
+// time at which the estimated share still short of the target is <= 1/2; NaN
+// when fewer than half are known to have reached it. Unlike a mean over the
+// seeds that arrived, it cannot rest on the one lucky seed of five.
+double median_time_to_target(const TimeToTarget& t);
 
 struct ConvergenceVerdict {
   std::string verdict;  // equivalent | worse | better | inconclusive
@@ -94,6 +116,13 @@ struct ConvergenceVerdict {
   double p_lower = NAN, p_upper = NAN;  // TOST's two one-sided tests
   double p_worse = NAN;                 // H0: worse by <= delta; H1: worse by more
   double p_better = NAN;                // H0: better by <= delta; H1: better by more
+  // Fisher's exact test, one-sided, of the cell's diverged-seed rate against
+  // the baseline's (normalised by each side's repeats): H1 the cell's is higher.
+  double p_divergence = 1.0;
+  // Holm-adjusted over the family (the cells judged against the same
+  // baseline, judge_family; a cell alone: the raw p). The rule reads these.
+  double p_divergence_adj = 1.0, p_worse_adj = NAN, p_better_adj = NAN, p_equivalence_adj = NAN;
+  int family_size = 1;
   // Seeds a TOST would need at the observed diff_sd for an 80% chance to show
   // equivalence when the true difference is delta/2 (a plausible design
   // point: at 0 it flatters the design). underpowered: n < seeds_needed, or
@@ -102,20 +131,24 @@ struct ConvergenceVerdict {
   bool underpowered = false;
   // Stability: the cell's and the baseline's counts over all their seeds.
   int64_t diverged_seeds = 0, nan_steps = 0, skipped_steps = 0;
+  int64_t seeds = 0, baseline_seeds = 0;  // repeats on each side (the divergence test's totals)
   int64_t steps = 0;            // the cell's optimizer steps over all its seeds
   int64_t skipped_allowed = 0;  // skips beyond the baseline's that keep it stable
   int64_t baseline_diverged_seeds = 0, baseline_nan_steps = 0, baseline_skipped_steps = 0;
 };
 
-// The rule (docs/RESULTS.md says it the same way), in this order:
-//  1. More diverged seeds than the baseline: `worse`.
-//  2. Fewer than two seeds paired with the baseline: `inconclusive`.
+// The rule (docs/RESULTS.md says it the same way), in this order, on the
+// Holm-adjusted p values (*_adj; a cell judged alone: the raw ones):
+//  1. `worse` when the cell's seeds diverge (seed_diverged) at a higher rate
+//     than the baseline's: Fisher's exact test, p_divergence_adj < alpha.
+//  2. Fewer than two seeds paired with the baseline (neither side diverged):
+//     `inconclusive`.
 //  3. `worse` when the one-sided t test of H0 "worse by at most delta" rejects
-//     at alpha (p_worse < alpha: the 1 - alpha lower bound of the worsening is
-//     above delta); `better` likewise the other way (p_better < alpha), but
+//     at alpha (p_worse_adj < alpha: the lower bound of the worsening is
+//     above delta); `better` likewise the other way (p_better_adj < alpha), but
 //     only if the cell is stable (as in 4; unstable: `inconclusive`).
-//  4. `equivalent` when both of TOST's tests reject (max(p_lower, p_upper) <
-//     alpha) and the cell is stable: no diverged seed, no more NaN steps than
+//  4. `equivalent` when TOST rejects (p_equivalence_adj = Holm of max(p_lower,
+//     p_upper) < alpha) and the cell is stable: no diverged seed, no more NaN steps than
 //     the baseline, and no more skipped steps than the baseline's plus
 //     skipped_allowed = floor(max_skipped_fraction x the cell's steps over
 //     all seeds) (a dynamic loss scale's calibration skips are its normal
@@ -124,5 +157,13 @@ struct ConvergenceVerdict {
 //     seeds_needed says how many seeds would likely settle it).
 ConvergenceVerdict convergence_verdict(const std::vector<SeedRun>& baseline, const std::vector<SeedRun>& cell,
                                        const ConvergenceSettings& settings);
+
+// Multiplicity (issue 40): the cells judged against one baseline are one
+// family. Holm-adjusts each test's p values over the family, one family per
+// claim (diverges more often, worse, better, equivalent), sets family_size
+// and decides each verdict again by the rule above. Each claim's chance of any
+// false claim in the family stays <= alpha; tested cell by cell at alpha, six
+// cells near the margin made a false `equivalent` somewhere about 26% likely.
+void judge_family(std::vector<ConvergenceVerdict>& family);
 
 }  // namespace mpb

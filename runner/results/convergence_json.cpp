@@ -48,7 +48,7 @@ nlohmann::json time_speedup_json(const std::vector<SeedRun>& base, const TimeToT
     }
   }
   if (log_ratio.empty()) return nullptr;
-  nlohmann::json j = {{"speedup", std::exp(mean(log_ratio))}, {"lo", nullptr}, {"hi", nullptr},
+  nlohmann::json j = {{"estimate", "paired"}, {"speedup", std::exp(mean(log_ratio))}, {"lo", nullptr}, {"hi", nullptr},
                       {"n", log_ratio.size()}, {"confidence", kTimeConfidence},
                       {"method", "paired by seed: geometric mean of baseline seconds / cell seconds to target, "
                                  "Student t interval on the log ratios"}};
@@ -58,6 +58,33 @@ nlohmann::json time_speedup_json(const std::vector<SeedRun>& base, const TimeToT
     j["hi"] = std::exp(ci.hi);
   }
   return j;
+}
+
+// The speed-up to target, censoring seen (issue 40): seeds that never reached
+// the target are not dropped. When the cell's seeds reach it less often than
+// the baseline's there is no speed-up: a faster arrival of the seeds that
+// arrive is not faster training. When every seed on both sides arrived, the
+// paired geometric mean; otherwise baseline over cell Kaplan-Meier median
+// seconds (no interval), null while either median is unknown.
+nlohmann::json censored_speedup_json(const std::vector<SeedRun>& base, const TimeToTarget& bt,
+                                     const std::vector<SeedRun>& cell, const TimeToTarget& ct, std::string& note) {
+  const int64_t nb = int64_t(base.size()), nc = int64_t(cell.size());
+  if (int64_t(ct.reached) * nb < int64_t(bt.reached) * nc) {
+    note = std::to_string(ct.reached) + " of " + std::to_string(nc) + " seeds reached the target, the baseline's " +
+           std::to_string(bt.reached) + " of " + std::to_string(nb) + ": no speed-up is claimed";
+    return nullptr;
+  }
+  if (ct.never_reached == 0 && bt.never_reached == 0) return time_speedup_json(base, bt, cell, ct);
+  const double base_median = median_time_to_target(bt), cell_median = median_time_to_target(ct);
+  if (!(base_median > 0.0) || !(cell_median > 0.0)) {
+    note = "fewer than half the seeds of a side reached the target: its median time is unknown";
+    return nullptr;
+  }
+  return {{"estimate", "kaplan_meier_median"},
+          {"speedup", base_median / cell_median}, {"lo", nullptr}, {"hi", nullptr},
+          {"n", nc}, {"confidence", kTimeConfidence},
+          {"method", "baseline over cell Kaplan-Meier median seconds to target (seeds that never reached it "
+                     "censored at their run's length); no interval"}};
 }
 
 nlohmann::json time_to_target_json(const std::vector<SeedRun>& base, const std::vector<SeedRun>& cell,
@@ -74,6 +101,8 @@ nlohmann::json time_to_target_json(const std::vector<SeedRun>& base, const std::
   const Margin margin = convergence_margin(base_loss, loss_settings);
   const double target = margin.baseline_mean + margin.delta;
   const TimeToTarget ct = time_to_target(cell, target), bt = time_to_target(base, target);
+  std::string note;
+  const nlohmann::json speedup = censored_speedup_json(base, bt, cell, ct, note);
   std::vector<double> steps;
   nlohmann::json per_seed = nlohmann::json::array();
   for (size_t i = 0; i < cell.size(); ++i) {
@@ -92,12 +121,83 @@ nlohmann::json time_to_target_json(const std::vector<SeedRun>& base, const std::
           {"seconds", interval_json(ct.seconds)},
           {"reached", ct.reached},
           {"never_reached", ct.never_reached},
+          {"baseline_reached", bt.reached},
+          {"baseline_never_reached", bt.never_reached},
+          {"median_seconds", number_or_null(median_time_to_target(ct))},
+          {"baseline_median_seconds", number_or_null(median_time_to_target(bt))},
           {"per_seed", per_seed},
           {"baseline_seconds", interval_json(bt.seconds)},
-          {"speedup", time_speedup_json(base, bt, cell, ct)}};
+          {"speedup", speedup},
+          {"speedup_note", note.empty() ? nlohmann::json(nullptr) : nlohmann::json(note)}};
+}
+
+// The family's part of summary.convergence: the Holm-adjusted p values the
+// verdict read, the family's size, and the verdict and reason themselves.
+void write_family(nlohmann::json& j, const ConvergenceVerdict& v) {
+  if (j.value("verdict", "") == "baseline") {  // judged against itself: in no family
+    j["p_adjusted"] = nullptr;
+    j["family"] = nullptr;
+    return;
+  }
+  j["p_adjusted"] = {{"divergence", number_or_null(v.p_divergence_adj)},
+                     {"worse", number_or_null(v.p_worse_adj)},
+                     {"better", number_or_null(v.p_better_adj)},
+                     {"equivalence", number_or_null(v.p_equivalence_adj)}};
+  j["family"] = {{"size", v.family_size},
+                 {"method", "Holm over the cells judged against the same baseline, one family per claim "
+                            "(diverges more often, worse, better, equivalent)"}};
+  j["verdict"] = v.verdict;
+  j["reason"] = v.reason;
+}
+
+double number_or_nan(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& x = j.value(key, nlohmann::json());
+  return x.is_number() ? x.get<double>() : NAN;
+}
+
+// What the rule reads, back from a cell's summary.convergence (a set merged
+// from shards has each cell's tests but not its shard's baseline).
+ConvergenceVerdict verdict_from_json(const nlohmann::json& j) {
+  ConvergenceVerdict v;
+  v.alpha = j.at("alpha").get<double>();
+  v.n = j.at("n").get<int>();
+  v.margin.delta = number_or_nan(j, "delta");
+  v.p_lower = number_or_nan(j, "p_lower");
+  v.p_upper = number_or_nan(j, "p_upper");
+  v.p_worse = number_or_nan(j, "p_worse");
+  v.p_better = number_or_nan(j, "p_better");
+  v.p_divergence = number_or_nan(j, "p_divergence");
+  if (j.at("seeds_needed").is_number()) v.seeds_needed = j.at("seeds_needed").get<int>();
+  const nlohmann::json& st = j.at("stability");
+  v.seeds = st.at("seeds").get<int64_t>();
+  v.baseline_seeds = st.at("baseline_seeds").get<int64_t>();
+  v.diverged_seeds = st.at("diverged_seeds").get<int64_t>();
+  v.nan_steps = st.at("nan_steps").get<int64_t>();
+  v.skipped_steps = st.at("skipped_steps").get<int64_t>();
+  v.steps = st.at("steps").get<int64_t>();
+  v.skipped_allowed = st.at("skipped_allowed").get<int64_t>();
+  v.baseline_diverged_seeds = st.at("baseline_diverged_seeds").get<int64_t>();
+  v.baseline_nan_steps = st.at("baseline_nan_steps").get<int64_t>();
+  v.baseline_skipped_steps = st.at("baseline_skipped_steps").get<int64_t>();
+  return v;
 }
 
 }  // namespace
+
+void apply_convergence_family(const std::vector<nlohmann::json*>& cells) {
+  std::vector<nlohmann::json*> judged;
+  std::vector<ConvergenceVerdict> family;
+  for (nlohmann::json* cell : cells) {
+    const nlohmann::json& conv = cell->at("summary").value("convergence", nlohmann::json());
+    // Not judged (no baseline of the same problem) or the baseline itself; a
+    // file from before the divergence test has no p_divergence: judged alone.
+    if (!conv.is_object() || conv.value("verdict", "") == "baseline" || !conv.contains("p_divergence")) continue;
+    judged.push_back(cell);
+    family.push_back(verdict_from_json(conv));
+  }
+  judge_family(family);
+  for (size_t i = 0; i < judged.size(); ++i) write_family(judged[i]->at("summary").at("convergence"), family[i]);
+}
 
 nlohmann::json convergence_settings_json(const ConvergenceSettings& s) {
   return {{"margin", s.margin ? nlohmann::json(*s.margin) : nlohmann::json(nullptr)},
@@ -140,8 +240,12 @@ std::vector<SeedRun> seed_runs(const nlohmann::json& cell) {
     for (const nlohmann::json& x : loss) r.nan_steps += !std::isfinite(finite_or_nan(x));
     for (int s : rep.at("skipped").get<std::vector<int>>()) r.skipped_steps += s;
     r.steps = int64_t(loss.size());
-    const bool last_loss_finite = !loss.empty() && std::isfinite(finite_or_nan(loss.back()));
-    r.diverged = !std::isfinite(r.final_eval_loss) || !last_loss_finite;
+    r.last_loss_finite = !loss.empty() && std::isfinite(finite_or_nan(loss.back()));
+    for (const nlohmann::json& x : loss)
+      if (std::isfinite(finite_or_nan(x))) {
+        r.initial_loss = finite_or_nan(x);
+        break;
+      }
     runs.push_back(std::move(r));
   }
   return runs;
@@ -161,7 +265,7 @@ void apply_convergence(nlohmann::json& cell, const nlohmann::json* baseline) {
   const std::vector<SeedRun> base = seed_runs(*baseline), mine = seed_runs(cell);
   const ConvergenceVerdict v = convergence_verdict(base, mine, settings);
   nlohmann::json j;
-  j["verdict"] = is_baseline ? "baseline" : v.verdict;
+  j["verdict"] = is_baseline ? "baseline" : v.verdict;  // write_family keeps "baseline"
   j["reason"] = is_baseline ? "the baseline, judged against itself" : v.reason;
   j["metric"] = v.metric;
   j["alpha"] = v.alpha;
@@ -179,6 +283,8 @@ void apply_convergence(nlohmann::json& cell, const nlohmann::json* baseline) {
   j["p_equivalence"] = number_or_null(std::max(v.p_lower, v.p_upper));
   j["p_worse"] = number_or_null(v.p_worse);
   j["p_better"] = number_or_null(v.p_better);
+  j["p_divergence"] = number_or_null(v.p_divergence);
+  write_family(j, v);
   j["seeds_needed"] = v.seeds_needed ? nlohmann::json(*v.seeds_needed) : nlohmann::json(nullptr);
   j["underpowered"] = v.n >= 2 && v.underpowered;
   // MLM (or class) accuracy beside an eval-loss verdict, where the runs have it.
@@ -191,7 +297,9 @@ void apply_convergence(nlohmann::json& cell, const nlohmann::json* baseline) {
       j["accuracy_diff"] = {{"mean_diff", a.mean_diff}, {"lo", number_or_null(a.ci_lo)}, {"hi", number_or_null(a.ci_hi)},
                             {"confidence", 1.0 - 2.0 * a.alpha}, {"n", a.n}};
   }
-  j["stability"] = {{"diverged_seeds", v.diverged_seeds},
+  j["stability"] = {{"seeds", v.seeds},
+                    {"baseline_seeds", v.baseline_seeds},
+                    {"diverged_seeds", v.diverged_seeds},
                     {"nan_steps", v.nan_steps},
                     {"skipped_steps", v.skipped_steps},
                     {"steps", v.steps},

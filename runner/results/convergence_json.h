@@ -27,4 +27,10 @@ std::vector<SeedRun> seed_runs(const nlohmann::json& cell);
 // gets verdict "baseline".
 void apply_convergence(nlohmann::json& cell, const nlohmann::json* baseline);
 
+// The cells judged against one baseline as one family (issue 40): Holm-adjusts
+// their summary.convergence p values together (judge_family) and rewrites each
+// verdict, reason, p_adjusted and family. Cells without a verdict, and the
+// baseline, are left as they are. Call after apply_convergence on every cell.
+void apply_convergence_family(const std::vector<nlohmann::json*>& cells);
+
 }  // namespace mpb

@@ -459,6 +459,9 @@ bool cell_diverged(const nlohmann::json& cell) {
   const nlohmann::json& s = cell.at("summary");
   for (const char* k : {"final_loss", "eval_loss"})
     if (!s.at(k).is_number() || !std::isfinite(s.at(k).get<double>())) return true;
+  // The verdict's one rule (seed_diverged): a repeat that blew up and stayed finite diverged too.
+  for (const SeedRun& r : seed_runs(cell))
+    if (seed_diverged(r)) return true;
   return false;
 }
 

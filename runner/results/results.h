@@ -53,7 +53,9 @@ std::vector<double> repeat_timed_steps(const nlohmann::json& rep, int warmup);
 void apply_speedup(nlohmann::json& cell, const nlohmann::json* baseline);
 
 // The cell's training diverged: its final or eval loss is not a finite
-// number (NaN and infinities are written as null).
+// number (NaN and infinities are written as null), or a repeat diverged by the
+// convergence verdict's rule (seed_diverged: ended more than 10% above its
+// initial loss). --fail-on-divergence and the terminal table read it.
 bool cell_diverged(const nlohmann::json& cell);
 
 // summary.csv from cell result JSONs (in the given order).

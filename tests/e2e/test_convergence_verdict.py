@@ -13,7 +13,9 @@ the baseline's), three cells:
 
 and the verdict's places: the cell JSON's summary.convergence (with its time
 to target and stability counts), summary.csv's columns and the terminal
-table's "vs baseline" column. Measured here: 66 s wall, 18 s CPU, with the
+table's "vs baseline" column. The two judged cells are one family (issue 40):
+their p values are Holm-adjusted together, recomputed here from the raw ones
+by Holm's definition, and the divergence test's p is scipy's fisher_exact. Measured here: 66 s wall, 18 s CPU, with the
 machine's load average at 15 (eight builds beside it); mostly the runner's
 per-repeat set-up, not the 60 training steps.
 """
@@ -31,6 +33,37 @@ EXPERIMENT = dict(steps=60, warmup_steps=2, repeats=4, batch_size=32, width=32, 
                   extra="seed: 7\neval_every: 10\noptimizer: {lr: 0.01}\n"
                         "include:\n  - {fusion: off, optimizer.lr: 0.0001}\n")
 SAME, PLANTED, BASE = "fusion=on", "fusion=off,optimizer.lr=1e-4", "fusion=off"
+
+
+def holm(p):
+    """Holm's adjusted p values by the step-down definition (None stays None)."""
+    finite = sorted(x for x in p if x is not None)
+    m = len(finite)
+    return [None if x is None else min(1.0, max((m - j) * finite[j] for j in range(m) if finite[j] <= x)) for x in p]
+
+
+def family_checks(family):
+    """The judged cells' p_adjusted against Holm over the family's raw p values, and p_divergence
+    against scipy's one-sided fisher_exact on the stability counts."""
+    from scipy import stats
+    fails = []
+    raw_of = {"divergence": "p_divergence", "worse": "p_worse", "better": "p_better",
+              "equivalence": "p_equivalence"}
+    for claim, raw in raw_of.items():
+        want = holm([v[raw] for v in family])
+        for v, w in zip(family, want):
+            got = v["p_adjusted"][claim]
+            if (got is None) != (w is None) or (w is not None and abs(got - w) > 1e-12 * max(1.0, w)):
+                fails.append(f"p_adjusted.{claim}: {got}, Holm over the family's {raw}: {w}")
+    for v in family:
+        st = v["stability"]
+        x, n1, y, n2 = st["diverged_seeds"], st["seeds"], st["baseline_diverged_seeds"], st["baseline_seeds"]
+        ref = stats.fisher_exact([[x, n1 - x], [y, n2 - y]], alternative="greater").pvalue
+        if abs(v["p_divergence"] - ref) > 1e-12:
+            fails.append(f"p_divergence {v['p_divergence']}, scipy's fisher_exact {ref}")
+        if v["family"]["size"] != len(family):
+            fails.append(f"family size {v['family']['size']}, expected {len(family)}")
+    return fails
 
 
 def main():
@@ -78,10 +111,14 @@ def main():
                 fails.append(f"{k}: margin {v['delta']} from {v['delta_source']!r}")
             if v["stability"]["diverged_seeds"] != 0:
                 fails.append(f"{k}: diverged seeds {v['stability']}")
+        fails += family_checks([same, planted])
         ttt_same, ttt_planted = same["time_to_target"], planted["time_to_target"]
         if ttt_planted["never_reached"] != 4:
             fails.append(f"time to target: the planted cell reached it on {ttt_planted['reached']} of 4 seeds "
                          "(lr/100 does not get there)")
+        if ttt_planted["speedup"] is not None or "no speed-up is claimed" not in (ttt_planted["speedup_note"] or ""):
+            fails.append(f"time to target: a cell that never reached it got a speed-up {ttt_planted['speedup']} "
+                         f"(note {ttt_planted['speedup_note']!r})")
         if ttt_same["reached"] + ttt_same["never_reached"] != 4 or ttt_same["reached"] < 2:
             fails.append(f"time to target: the same training reached it on only {ttt_same['reached']} of 4 seeds")
         with open(os.path.join(out, "summary.csv")) as f:

@@ -99,12 +99,23 @@ def verdict_legend(rs):
             "(the interval lies inside ±δ) and the cell is stable; worse (better): the one-sided t test of 'worse "
             "(better) by at most δ' rejects at alpha (better, only if the cell is stable too); otherwise inconclusive, with the seeds the observed spread "
             "would need for a true difference of δ/2 (also shown, marked underpowered, when the cell has fewer). A "
-            "cell with more diverged seeds than the baseline is worse. δ is fixed in advance, never from the "
+            "seed diverged when its loss is not finite or it ends more than 10% above its initial loss; a cell whose "
+            "seeds diverge more often than the baseline's (Fisher's exact test) is worse. The p values are "
+            f"Holm-adjusted over the {family_size(convs)} cell(s) judged against the baseline. "
+            "δ is fixed in advance, never from the "
             "observed spread: the configured margin (configured: relative, configured_abs: absolute), else 1% of "
             "the baseline's mean (relative_1pct). Time to target: the first eval step whose smoothed eval loss "
             "reaches the baseline's final eval loss + δ, mean over the seeds that reached it with its 95% "
-            "interval; speed-up to target: baseline seconds / cell seconds, paired by seed. See docs/RESULTS.md." +
+            "interval; speed-up to target: baseline seconds / cell seconds, paired by seed when every seed of both "
+            "reached it, else the ratio of Kaplan–Meier medians (seeds that never arrived censored), and none when "
+            "the cell's seeds reach it less often than the baseline's. See docs/RESULTS.md." +
             context_free_sentence(rs))
+
+
+def family_size(convs):
+    """The Holm family's size the verdicts carry (their count for sets from before the adjustment)."""
+    sizes = [c["family"].get("size") for c in convs if isinstance(c.get("family"), dict)]
+    return next((s for s in sizes if isinstance(s, int)), sum(1 for c in convs if c.get("verdict") != "baseline"))
 
 
 def context_free_sentence(rs):

@@ -4,10 +4,13 @@
 // scipy.stats.t.ppf), the stability veto and the time to target.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "runner/measure/convergence_verdict.h"
+#include "runner/measure/stats.h"
 
 namespace mpb {
 namespace {
@@ -147,14 +150,110 @@ TEST(ConvergenceVerdict, FewerThanTwoPairedSeedsIsInconclusive) {
   EXPECT_EQ(v.n, 1);
 }
 
-TEST(ConvergenceVerdict, ADivergedSeedIsWorse) {
+// Issue 40, one divergence rule: a NaN seed and a seed that blew up but
+// stayed finite are the same event. One of five against none is no evidence
+// of a higher rate (Fisher p = 0.5): not `worse` by divergence, but never
+// `equivalent` either; the other four pairs are tested as usual.
+TEST(ConvergenceVerdict, ANanSeedAndAFiniteBlowUpGetTheSameVerdict) {
+  std::vector<SeedRun> base = baseline(), nan_cell = baseline(), blown_cell = baseline();
+  for (auto* runs : {&base, &nan_cell, &blown_cell})
+    for (SeedRun& r : *runs) r.initial_loss = 3.0;
+  nan_cell[2].final_eval_loss = NAN;
+  blown_cell[2].final_eval_loss = 3.0 * kDivergedAbove + 0.01;  // finite, ended 3.4 nats above the others
+  ASSERT_TRUE(seed_diverged(nan_cell[2]));
+  ASSERT_TRUE(seed_diverged(blown_cell[2]));
+  const ConvergenceVerdict a = convergence_verdict(base, nan_cell, ConvergenceSettings{});
+  const ConvergenceVerdict b = convergence_verdict(base, blown_cell, ConvergenceSettings{});
+  EXPECT_EQ(a.verdict, "inconclusive") << a.reason;
+  EXPECT_EQ(b.verdict, a.verdict) << b.reason;
+  EXPECT_EQ(b.reason, a.reason);
+  EXPECT_EQ(a.n, 4);  // the diverged seed is not paired
+  EXPECT_EQ(b.n, 4);
+  // scipy.stats.fisher_exact([[1, 4], [0, 5]], "greater"). 1e-14: a sum of products of ratios, a
+  // few roundings each (py.test_stats_scipy checks it against scipy to 1e-12 up to 1,000 repeats).
+  EXPECT_NEAR(a.p_divergence, 0.5, 1e-14);
+  EXPECT_NEAR(b.p_divergence, 0.5, 1e-14);
+  EXPECT_NE(a.reason.find("not stable: 1 diverged seed"), std::string::npos) << a.reason;
+}
+
+// A stalled seed, within 10% of where it started, did not diverge: the paired
+// test judges it by its loss.
+TEST(ConvergenceVerdict, AStalledSeedIsNotDiverged) {
+  SeedRun r = run(1, 3.05);
+  r.initial_loss = 3.0;
+  EXPECT_FALSE(seed_diverged(r));
+  r.last_loss_finite = false;
+  EXPECT_TRUE(seed_diverged(r));
+}
+
+TEST(ConvergenceVerdict, EverySeedDivergingIsWorse) {
   std::vector<SeedRun> cell = baseline();
-  cell[2].final_eval_loss = NAN;
-  cell[2].diverged = true;
+  for (SeedRun& r : cell) r.final_eval_loss = NAN;
   const ConvergenceVerdict v = convergence_verdict(baseline(), cell, ConvergenceSettings{});
   EXPECT_EQ(v.verdict, "worse") << v.reason;
-  EXPECT_EQ(v.diverged_seeds, 1);
-  EXPECT_EQ(v.n, 4);  // the diverged seed is not paired
+  EXPECT_NEAR(v.p_divergence, 1.0 / 252.0, 1e-14);  // C(5,5) C(5,0) / C(10,5)
+  EXPECT_NE(v.reason.find("5 of 5 seeds diverged, the baseline 0 of 5"), std::string::npos) << v.reason;
+}
+
+// Rates, not raw counts: 2 of 10 seeds is not worse than the baseline's 1 of
+// 3 (the old rule, "more diverged seeds than the baseline", said `worse`);
+// 3 of 3 against 1 of 10 is.
+TEST(ConvergenceVerdict, DivergenceIsComparedAsRatesWhenTheRepeatsDiffer) {
+  std::vector<SeedRun> base, cell;
+  for (int i = 0; i < 10; ++i) cell.push_back(run(uint64_t(i), 2.0 + 0.001 * i));
+  for (int i = 0; i < 3; ++i) base.push_back(run(uint64_t(i), 2.0 + 0.001 * i));
+  cell[0].final_eval_loss = cell[1].final_eval_loss = NAN;
+  base[2].final_eval_loss = NAN;
+  ConvergenceVerdict v = convergence_verdict(base, cell, ConvergenceSettings{});
+  EXPECT_NE(v.verdict, "worse") << v.reason;
+  EXPECT_GT(v.p_divergence, 0.5);
+  // scipy.stats.fisher_exact([[3, 0], [1, 9]], "greater"): C(4,3) C(9,0) / C(13,3) = 4 / 286.
+  EXPECT_NEAR(fisher_exact_greater(3, 3, 1, 10), 4.0 / 286.0, 1e-14);
+  base.clear();
+  for (int i = 0; i < 10; ++i) base.push_back(run(uint64_t(i), 2.0 + 0.001 * i));
+  base[9].final_eval_loss = NAN;
+  cell.resize(3);
+  for (SeedRun& r : cell) r.final_eval_loss = NAN;
+  v = convergence_verdict(base, cell, ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "worse") << v.reason;
+  EXPECT_NEAR(v.p_divergence, 4.0 / 286.0, 1e-14);
+}
+
+// Issue 40, multiplicity: six cells each just inside the margin at alpha are
+// `equivalent` one by one (a false claim in one of six ~26% likely near the
+// margin); as one family, Holm asks six times the evidence of the first.
+TEST(ConvergenceVerdict, SixNearMarginCellsAreJudgedAsOneFamily) {
+  ConvergenceVerdict alone;
+  for (double shift = 0.0; shift < 0.02; shift += 0.0002) {
+    alone = convergence_verdict(baseline(), shifted(shift, 0.005), ConvergenceSettings{});
+    if (alone.verdict == "equivalent" && alone.p_equivalence_adj > 0.05 / 6) break;
+  }
+  ASSERT_EQ(alone.verdict, "equivalent") << alone.reason;
+  ASSERT_GT(alone.p_equivalence_adj, 0.05 / 6);
+  EXPECT_EQ(alone.family_size, 1);
+  std::vector<ConvergenceVerdict> family(6, alone);
+  judge_family(family);
+  for (const ConvergenceVerdict& v : family) {
+    EXPECT_EQ(v.verdict, "inconclusive") << v.reason;
+    EXPECT_EQ(v.family_size, 6);
+    EXPECT_NEAR(v.p_equivalence_adj, std::min(1.0, 6 * alone.p_equivalence_adj), 1e-15);  // six equal p's
+    EXPECT_NE(v.reason.find("Holm-adjusted over 6 cells"), std::string::npos) << v.reason;
+  }
+  // A clear cell in the family still passes: Holm's first step is Bonferroni, the rest step down.
+  family[0] = convergence_verdict(baseline(), shifted(0.0, 0.0005), ConvergenceSettings{});
+  judge_family(family);
+  EXPECT_EQ(family[0].verdict, "equivalent") << family[0].reason;
+}
+
+TEST(Holm, MatchesTheStepDownDefinition) {
+  // Sorted 0.01, 0.02, 0.03, 0.5 (m = 4): 0.04, max(0.04, 0.06), max(0.06, 0.06), max(0.06, 0.5).
+  const std::vector<double> adj = holm_adjust({0.03, NAN, 0.01, 0.5, 0.02});
+  EXPECT_NEAR(adj[0], 0.06, 1e-15);
+  EXPECT_TRUE(std::isnan(adj[1]));
+  EXPECT_NEAR(adj[2], 0.04, 1e-15);
+  EXPECT_NEAR(adj[3], 0.5, 1e-15);
+  EXPECT_NEAR(adj[4], 0.06, 1e-15);
+  EXPECT_DOUBLE_EQ(holm_adjust({0.9, 0.8})[0], 1.0);  // capped at 1
 }
 
 TEST(ConvergenceVerdict, MoreSkippedOrNanStepsThanTheBaselineIsNeverEquivalent) {
@@ -253,6 +352,34 @@ TEST(TimeToTarget, OneLuckyEvalDoesNotCount) {
   r.eval_losses = {2.8, 2.3, 2.7, 2.6, 2.4};  // one lucky dip at step 20
   // Medians of 3: 2.8 (first, as is), 2.7, 2.6, 2.6, 2.4 (last, as is).
   EXPECT_EQ(*time_to_target({r}, 2.45).step[0], 50);
+}
+
+// Issue 40, censoring: seeds that never reach the target count, censored at
+// their run's length, in a Kaplan-Meier median.
+TEST(TimeToTarget, TheMedianCountsSeedsThatNeverArrived) {
+  TimeToTarget t;
+  const auto seed = [&](std::optional<int> step, double seconds, double run_seconds) {
+    t.step.push_back(step);
+    t.seconds.push_back(step ? seconds : NAN);
+    t.run_seconds.push_back(run_seconds);
+  };
+  seed(1, 1.0, 10.0);
+  seed(1, 2.0, 10.0);
+  seed(1, 3.0, 10.0);
+  seed(std::nullopt, 0.0, 10.0);
+  seed(std::nullopt, 0.0, 10.0);
+  EXPECT_DOUBLE_EQ(median_time_to_target(t), 3.0);  // 4/5, 3/5, 2/5 still short: 3 s
+  t.step[2] = std::nullopt;  // 2 of 5 arrived: the median is not known
+  EXPECT_TRUE(std::isnan(median_time_to_target(t)));
+  // A censoring before the last arrivals: S = 4/5 at 1 s; 3 at risk after the one censored at 1.5 s;
+  // 4/5 x 2/3 = 0.533 at 2 s, x 1/2 = 0.267 at 3 s.
+  t = TimeToTarget{};
+  seed(1, 1.0, 10.0);
+  seed(std::nullopt, 0.0, 1.5);
+  seed(1, 2.0, 10.0);
+  seed(1, 3.0, 10.0);
+  seed(1, 4.0, 10.0);
+  EXPECT_DOUBLE_EQ(median_time_to_target(t), 3.0);
 }
 
 }  // namespace
