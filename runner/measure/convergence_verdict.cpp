@@ -57,6 +57,13 @@ bool seed_diverged(const SeedRun& r) {
          r.final_eval_loss > kDivergedAbove * r.initial_loss;
 }
 
+bool seed_recovered_excursion(const SeedRun& r) {
+  if (seed_diverged(r)) return false;
+  for (size_t k = 0; k + 1 < r.eval_losses.size(); ++k)
+    if (!std::isfinite(r.eval_losses[k]) || r.eval_losses[k] > kDivergedAbove * r.initial_loss) return true;
+  return false;
+}
+
 TimeToTarget time_to_target(const std::vector<SeedRun>& runs, double target) {
   TimeToTarget t;
   for (const SeedRun& r : runs) {
@@ -126,6 +133,7 @@ void count_and_margin(ConvergenceVerdict& v, const std::vector<SeedRun>& baselin
   std::vector<double> base_values;
   for (const SeedRun& r : baseline) {
     v.baseline_diverged_seeds += seed_diverged(r);
+    v.baseline_excursion_seeds += seed_recovered_excursion(r);
     v.baseline_nan_steps += r.nan_steps;
     v.baseline_skipped_steps += r.skipped_steps;
     if (!seed_diverged(r) && std::isfinite(metric_of(r, settings.metric)))
@@ -135,6 +143,7 @@ void count_and_margin(ConvergenceVerdict& v, const std::vector<SeedRun>& baselin
   v.baseline_seeds = int64_t(baseline.size());
   for (const SeedRun& r : cell) {
     v.diverged_seeds += seed_diverged(r);
+    v.excursion_seeds += seed_recovered_excursion(r);
     v.nan_steps += r.nan_steps;
     v.skipped_steps += r.skipped_steps;
     v.steps += r.steps;
@@ -144,21 +153,63 @@ void count_and_margin(ConvergenceVerdict& v, const std::vector<SeedRun>& baselin
   v.p_divergence = fisher_exact_greater(v.diverged_seeds, v.seeds, v.baseline_diverged_seeds, v.baseline_seeds);
 }
 
-// Pairs seeds finite on both sides and runs the tests (two or more pairs).
+// Each pair's mean |cell - base| eval loss over the steps both curves have, then the t tests.
+CurveCheck curve_check(const std::vector<std::pair<const SeedRun*, const SeedRun*>>& pairs, double delta,
+                       double alpha) {
+  CurveCheck c;
+  std::vector<double> gaps;
+  for (const auto& [cell, base] : pairs) {
+    double sum = 0.0;
+    int points = 0;
+    for (size_t k = 0; k < cell->eval_steps.size() && k < cell->eval_losses.size(); ++k) {
+      const auto b = std::find(base->eval_steps.begin(), base->eval_steps.end(), cell->eval_steps[k]);
+      const size_t bk = size_t(b - base->eval_steps.begin());
+      if (b == base->eval_steps.end() || bk >= base->eval_losses.size()) continue;
+      const double gap = std::fabs(cell->eval_losses[k] - base->eval_losses[bk]);
+      sum += std::isnan(gap) ? INFINITY : gap;
+      ++points;
+    }
+    if (points == 0) continue;
+    c.points = std::max(c.points, points);
+    gaps.push_back(sum / points);
+  }
+  c.pairs = int(gaps.size());
+  if (gaps.empty()) return c;
+  c.mean_abs_gap = mean(gaps);
+  if (!std::isfinite(c.mean_abs_gap)) {
+    c.verdict = "apart";  // a NaN eval point on one curve and not the other
+    return c;
+  }
+  if (c.pairs < 2 || !(delta > 0.0)) {
+    c.verdict = "inconclusive";
+    return c;
+  }
+  const OneSampleT t = one_sample_t(gaps, delta);
+  c.p_within = t.p_less;
+  c.p_apart = t.p_greater;
+  c.gap_hi = mean_interval(gaps, 1.0 - 2.0 * alpha).hi;  // the two-sided 1 - 2 alpha interval's top: one-sided 1 - alpha
+  c.verdict = c.p_within < alpha ? "within" : c.p_apart < alpha ? "apart" : "inconclusive";
+  return c;
+}
+
+// Pairs seeds neither side diverged in and runs the tests (two or more pairs).
 void pair_and_test(ConvergenceVerdict& v, const std::vector<SeedRun>& baseline, const std::vector<SeedRun>& cell,
                    const ConvergenceSettings& settings) {
   const double worse_sign = settings.metric == "eval_accuracy" ? -1.0 : 1.0;  // positive is worse
   std::vector<double> diff, worsening;
+  std::vector<std::pair<const SeedRun*, const SeedRun*>> pairs;
   for (const SeedRun& c : cell) {
     const auto b = std::find_if(baseline.begin(), baseline.end(), [&](const SeedRun& r) { return r.seed == c.seed; });
     if (b == baseline.end()) continue;
     const double cv = metric_of(c, settings.metric), bv = metric_of(*b, settings.metric);
     if (seed_diverged(c) || seed_diverged(*b) || !std::isfinite(cv) || !std::isfinite(bv)) continue;
     v.paired_seeds.push_back(c.seed);
+    pairs.emplace_back(&c, &*b);
     diff.push_back(cv - bv);
     worsening.push_back(worse_sign * (cv - bv));
   }
   v.n = int(diff.size());
+  v.curve = curve_check(pairs, v.margin.delta, settings.alpha);
   if (v.n == 1) v.mean_diff = diff[0];
   if (v.n < 2) return;
   const MeanInterval ci = mean_interval(diff, 1.0 - 2.0 * settings.alpha);
@@ -181,6 +232,9 @@ void pair_and_test(ConvergenceVerdict& v, const std::vector<SeedRun>& baseline, 
 std::string instability(const ConvergenceVerdict& v) {
   std::string why;
   if (v.diverged_seeds > 0) why += std::to_string(v.diverged_seeds) + " diverged seed(s); ";
+  if (v.excursion_seeds > v.baseline_excursion_seeds)
+    why += std::to_string(v.excursion_seeds) + " seed(s) diverged mid-run and recovered vs the baseline's " +
+           std::to_string(v.baseline_excursion_seeds) + "; ";
   if (v.nan_steps > v.baseline_nan_steps)
     why += std::to_string(v.nan_steps) + " NaN steps vs the baseline's " + std::to_string(v.baseline_nan_steps) + "; ";
   if (v.skipped_steps > v.baseline_skipped_steps + v.skipped_allowed)

@@ -43,6 +43,28 @@ struct SeedRun {
 // t test calls it `worse` by its loss. A blow-up lands far beyond 10%.
 inline constexpr double kDivergedAbove = 1.10;
 bool seed_diverged(const SeedRun& run);
+// A seed that left those bounds at an earlier eval point (a NaN, or above
+// kDivergedAbove x its initial loss) and came back by the last: an early
+// divergence that recovered, which the endpoint alone never sees. Not
+// diverged; it counts against the cell's stability.
+bool seed_recovered_excursion(const SeedRun& run);
+
+// The eval curves side by side (issue 40: the endpoint alone misses a cell
+// that trained differently and met the baseline at the end). Per pair of
+// seeds (neither diverged), the mean |cell - baseline| over the eval steps
+// both curves have (a NaN point: an infinite gap); then a one-sided t test
+// over the pairs of H1 "the mean gap is below delta". Reported beside the
+// endpoint verdict; it does not change it.
+struct CurveCheck {
+  std::string verdict = "none";  // within | apart | inconclusive | none (no shared eval step)
+  int points = 0;                // eval steps compared
+  int pairs = 0;
+  double mean_abs_gap = NAN;     // over the pairs; +inf when a pair had a NaN point
+  double gap_hi = NAN;           // its one-sided 1 - alpha upper bound (NaN below two pairs)
+  double p_within = NAN;         // H0: mean gap >= delta; H1: below
+  double p_apart = NAN;          // H0: mean gap <= delta; H1: above
+};
+
 
 // The smoothing applied before looking for the target: the running median of
 // three eval points centred on each (the first and last points as they are).
@@ -135,6 +157,8 @@ struct ConvergenceVerdict {
   int64_t steps = 0;            // the cell's optimizer steps over all its seeds
   int64_t skipped_allowed = 0;  // skips beyond the baseline's that keep it stable
   int64_t baseline_diverged_seeds = 0, baseline_nan_steps = 0, baseline_skipped_steps = 0;
+  int64_t excursion_seeds = 0, baseline_excursion_seeds = 0;  // seed_recovered_excursion, each side
+  CurveCheck curve;
 };
 
 // The rule (docs/RESULTS.md says it the same way), in this order, on the
@@ -148,7 +172,8 @@ struct ConvergenceVerdict {
 //     above delta); `better` likewise the other way (p_better_adj < alpha), but
 //     only if the cell is stable (as in 4; unstable: `inconclusive`).
 //  4. `equivalent` when TOST rejects (p_equivalence_adj = Holm of max(p_lower,
-//     p_upper) < alpha) and the cell is stable: no diverged seed, no more NaN steps than
+//     p_upper) < alpha) and the cell is stable: no diverged seed, no more
+//     recovered excursions than the baseline, no more NaN steps than
 //     the baseline, and no more skipped steps than the baseline's plus
 //     skipped_allowed = floor(max_skipped_fraction x the cell's steps over
 //     all seeds) (a dynamic loss scale's calibration skips are its normal

@@ -179,6 +179,8 @@ ConvergenceVerdict verdict_from_json(const nlohmann::json& j) {
   v.baseline_diverged_seeds = st.at("baseline_diverged_seeds").get<int64_t>();
   v.baseline_nan_steps = st.at("baseline_nan_steps").get<int64_t>();
   v.baseline_skipped_steps = st.at("baseline_skipped_steps").get<int64_t>();
+  v.excursion_seeds = st.value("excursion_seeds", int64_t(0));  // 0 in files from before the count
+  v.baseline_excursion_seeds = st.value("baseline_excursion_seeds", int64_t(0));
   return v;
 }
 
@@ -188,6 +190,7 @@ void apply_convergence_family(const std::vector<nlohmann::json*>& cells) {
   std::vector<nlohmann::json*> judged;
   std::vector<ConvergenceVerdict> family;
   for (nlohmann::json* cell : cells) {
+    if (!cell->is_object() || !cell->value("summary", nlohmann::json()).is_object()) continue;
     const nlohmann::json& conv = cell->at("summary").value("convergence", nlohmann::json());
     // Not judged (no baseline of the same problem) or the baseline itself; a
     // file from before the divergence test has no p_divergence: judged alone.
@@ -306,7 +309,20 @@ void apply_convergence(nlohmann::json& cell, const nlohmann::json* baseline) {
                     {"skipped_allowed", v.skipped_allowed},
                     {"baseline_diverged_seeds", v.baseline_diverged_seeds},
                     {"baseline_nan_steps", v.baseline_nan_steps},
-                    {"baseline_skipped_steps", v.baseline_skipped_steps}};
+                    {"baseline_skipped_steps", v.baseline_skipped_steps},
+                    {"excursion_seeds", v.excursion_seeds},
+                    {"baseline_excursion_seeds", v.baseline_excursion_seeds}};
+  j["curve"] = {{"verdict", v.curve.verdict},
+                {"points", v.curve.points},
+                {"pairs", v.curve.pairs},
+                {"mean_abs_gap", number_or_null(v.curve.mean_abs_gap)},
+                {"nan_gap", v.curve.mean_abs_gap == INFINITY},  // a NaN eval point on one curve only
+                {"gap_hi", number_or_null(v.curve.gap_hi)},
+                {"p_within", number_or_null(v.curve.p_within)},
+                {"p_apart", number_or_null(v.curve.p_apart)},
+                {"method", "per seed pair, the mean |cell - baseline| eval loss over the eval steps both have; "
+                           "one-sided t tests over the pairs of the mean gap against delta"}};
+  if (is_baseline) j["curve"] = nullptr;  // its curves against themselves
   j["time_to_target"] = time_to_target_json(base, mine, settings);
   summary["convergence"] = j;
 }

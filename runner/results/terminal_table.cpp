@@ -167,6 +167,11 @@ void print_table(const std::vector<nlohmann::json>& cells) {
       line += fmt("; time to target %.2fx the baseline's speed", ttt.at("speedup").at("speedup").get<double>());
     if (ttt.is_object() && ttt.at("never_reached").get<int>() > 0)
       line += fmt("; %d seed(s) never reached the target", ttt.at("never_reached").get<int>());
+    if (ttt.is_object() && ttt.value("speedup_note", nlohmann::json()).is_string())
+      line += "; " + ttt.at("speedup_note").get<std::string>();
+    const nlohmann::json& curve = conv.value("curve", nlohmann::json());
+    if (curve.is_object() && curve.value("verdict", "") == "apart")
+      line += "; the eval curves were apart (mean |gap| above delta, or a NaN on one)";
     std::printf("convergence: %s\n", line.c_str());
   }
   print_step_counters(cells);

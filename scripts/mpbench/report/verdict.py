@@ -20,7 +20,8 @@ TITLE = "Does it train as well?"
 PLOT_NAME = "eval_loss_diff.png"
 COLUMNS = ["key", "cell", "verdict", "δ (source)", "mean paired diff [interval]", "seeds", "seeds needed",
            "steps to target [interval]", "samples to target", "seconds to target [interval]",
-           "speed-up to target [interval]", "never reached", "diverged / NaN steps / skipped steps"]
+           "speed-up to target [interval]", "never reached", "eval curves: mean absolute gap (upper bound)",
+           "diverged / recovered / NaN steps / skipped steps"]
 ABSENT = ("absent: this result set was written before the runner recorded a convergence verdict "
           "(no summary.convergence in its cell files); rerun with a current runner to get one")
 NO_BASELINE = "no cell has a verdict: none shares the baseline's model and data (or there is no baseline)"
@@ -53,6 +54,17 @@ def seeds_needed_text(conv):
     return str(needed) if conv.get("verdict") == "inconclusive" and needed is not None else "—"
 
 
+def curve_text(curve):
+    """"within: 0.0012 (≤ 0.0031)"; "apart: NaN on one curve"; "—" for sets from before the check."""
+    if not isinstance(curve, dict) or curve.get("verdict") in (None, "none"):
+        return "—"
+    if curve.get("nan_gap"):
+        return f"{curve['verdict']}: NaN on one curve"
+    gap, hi = number(curve, "mean_abs_gap"), number(curve, "gap_hi")
+    bound = f" (≤ {mr.format_number(hi, 3)})" if mr.finite(hi) else ""
+    return f"{curve['verdict']}: {mr.format_number(gap, 3)}{bound}" if mr.finite(gap) else str(curve["verdict"])
+
+
 def verdict_rows(rs):
     """One list of display strings per cell with a verdict, in COLUMNS order."""
     rows, keys = [], cell_keys(rs)
@@ -76,7 +88,9 @@ def verdict_rows(rs):
             (f"{times(speedup)}×" + (f" [{times(number(speed, 'lo'))}–{times(number(speed, 'hi'))}]"
                                      if mr.finite(number(speed, "lo")) else "")) if mr.finite(speedup) else "—",
             str(ttt.get("never_reached", "—")),
-            " / ".join(str(stab.get(k, "—")) for k in ("diverged_seeds", "nan_steps", "skipped_steps")),
+            curve_text(conv.get("curve")),
+            " / ".join(str(stab.get(k, "—"))
+                       for k in ("diverged_seeds", "excursion_seeds", "nan_steps", "skipped_steps")),
         ])
     return rows
 
@@ -102,6 +116,9 @@ def verdict_legend(rs):
             "seed diverged when its loss is not finite or it ends more than 10% above its initial loss; a cell whose "
             "seeds diverge more often than the baseline's (Fisher's exact test) is worse. The p values are "
             f"Holm-adjusted over the {family_size(convs)} cell(s) judged against the baseline. "
+            "Eval curves: per seed pair the mean absolute difference of the eval losses over the shared eval steps, tested "
+            "against δ (within / apart / inconclusive; beside the verdict, not part of it); recovered: seeds "
+            "that left those bounds mid-run and came back, which keeps a cell from equivalent. "
             "δ is fixed in advance, never from the "
             "observed spread: the configured margin (configured: relative, configured_abs: absolute), else 1% of "
             "the baseline's mean (relative_1pct). Time to target: the first eval step whose smoothed eval loss "

@@ -281,6 +281,47 @@ TEST(ConvergenceVerdict, FalseEquivalenceAtTheMarginStaysWithinAlpha) {
   }
 }
 
+// Issue 40, curves: a cell that blew up early and recovered by the end
+// passes the endpoint tests; the excursion keeps it from `equivalent`, and
+// the curve check, reported beside, says the curves were apart.
+TEST(ConvergenceVerdict, AnEarlyDivergenceThatRecoversIsNeverEquivalent) {
+  std::vector<SeedRun> base = baseline(), cell = baseline();
+  for (auto* runs : {&base, &cell})
+    for (SeedRun& r : *runs) r.initial_loss = 3.0;
+  ConvergenceVerdict v = convergence_verdict(base, cell, ConvergenceSettings{});
+  ASSERT_EQ(v.verdict, "equivalent") << v.reason;
+  EXPECT_EQ(v.curve.verdict, "within");
+  EXPECT_EQ(v.curve.points, 5);
+  EXPECT_DOUBLE_EQ(v.curve.mean_abs_gap, 0.0);
+  cell[1].eval_losses[1] = 40.0;  // step 20 of seed 101: far above 1.1 x 3.0, back on track by step 30
+  ASSERT_FALSE(seed_diverged(cell[1]));
+  ASSERT_TRUE(seed_recovered_excursion(cell[1]));
+  v = convergence_verdict(base, cell, ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "inconclusive") << v.reason;
+  EXPECT_NE(v.reason.find("1 seed(s) diverged mid-run and recovered vs the baseline's 0"), std::string::npos)
+      << v.reason;
+  EXPECT_EQ(v.excursion_seeds, 1);
+  cell[1].eval_losses[1] = NAN;  // a NaN eval point mid-run: the same
+  v = convergence_verdict(base, cell, ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "inconclusive") << v.reason;
+  EXPECT_EQ(v.curve.verdict, "apart");
+  EXPECT_TRUE(std::isinf(v.curve.mean_abs_gap));
+}
+
+// A curve that runs 0.5 above the baseline's until it meets it at the end:
+// the endpoint cannot tell, the curve check can.
+TEST(ConvergenceVerdict, TheCurveCheckSeesCurvesThatMeetOnlyAtTheEnd) {
+  std::vector<SeedRun> base = baseline(), cell = baseline();
+  const double w[] = {0.01, -0.01, 0.02, 0.0, -0.02};
+  for (size_t i = 0; i < cell.size(); ++i)
+    for (size_t k = 0; k + 1 < cell[i].eval_losses.size(); ++k) cell[i].eval_losses[k] += 0.5 + w[i];
+  const ConvergenceVerdict v = convergence_verdict(base, cell, ConvergenceSettings{});
+  EXPECT_EQ(v.verdict, "equivalent") << v.reason;  // the endpoints agree exactly
+  EXPECT_EQ(v.curve.verdict, "apart");
+  EXPECT_NEAR(v.curve.mean_abs_gap, 0.4, 1e-12);  // 0.5 on 4 of 5 points, plus the wiggles' mean 0
+  EXPECT_LT(v.curve.p_apart, 0.05);
+}
+
 TEST(Holm, MatchesTheStepDownDefinition) {
   // Sorted 0.01, 0.02, 0.03, 0.5 (m = 4): 0.04, max(0.04, 0.06), max(0.06, 0.06), max(0.06, 0.5).
   const std::vector<double> adj = holm_adjust({0.03, NAN, 0.01, 0.5, 0.02});
