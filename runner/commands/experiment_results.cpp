@@ -136,7 +136,9 @@ std::vector<nlohmann::json> ExperimentRun::finalize_cells() {
         base && base->at("config").at("model").at("kind") == done[i].at("config").at("model").at("kind");
     update(i, same_model ? base : nullptr);
   }
-  write_file_atomic((paths_.dir / "summary.csv").string(), summary_csv(done));
+  const nlohmann::json& commit = manifest_["git_commit"];
+  const CommitsByRun commits{{run_id_, commit.is_string() ? commit.get<std::string>() : std::string()}};
+  write_file_atomic((paths_.dir / "summary.csv").string(), summary_csv(done, commits));
   return done;
 }
 
