@@ -66,7 +66,7 @@ def draw_loss_scales(ax, rs, cells):
     marked = False
     names = plot_names(rs)
     for i, group in enumerate(same_scale_groups(cells)):
-        label = "\n= ".join(clip(names[c.cell_id], 50) for c in group)
+        label = "\n= ".join(clip(names[c.cell_id]) for c in group)
         if not all("loss_scale" in names[c.cell_id] for c in group):
             label += f", loss scale {group[0].loss_scale_mode()}"
         label += " (the same scale every step)" if len(group) > 1 else ""

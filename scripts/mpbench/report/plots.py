@@ -94,7 +94,7 @@ def plot_speedup(rs):
         ax.bar(math.nan, math.nan, color="#bbbbbb", hatch="//", edgecolor="white", label="emulated on this device")
     if faded_any:
         ax.bar(math.nan, math.nan, color="#bbbbbb", alpha=0.4, label="interval contains 1: no measurable difference")
-    ax.axhline(1.0, color="black", lw=0.8, ls="--", label=f"baseline ({clip(names[base.cell_id], 30)})")
+    ax.axhline(1.0, color="black", lw=0.8, ls="--", label=f"baseline ({clip(names[base.cell_id])})")
     label_bars(ax, rs, xs, cells, groups, centres)
     ax.set_ylabel("speedup (×, samples/s ÷ baseline)")
     ax.set_xlabel("precision (top) · fusion (colour) · cell (below)", fontsize=9)

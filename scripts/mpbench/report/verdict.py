@@ -209,7 +209,7 @@ def draw_differences_over_steps(ax, rs, rows):
         steps = sorted(by_step)
         series.append((cell, steps, np.array([np.mean(by_step[s]) for s in steps])))
     for i, (group, steps, means) in enumerate(coinciding_lines(series)):
-        label = "\n≈ ".join(clip(names[c.cell_id], 40) for c in group) + (" (lines coincide)" if len(group) > 1 else "")
+        label = "\n≈ ".join(clip(names[c.cell_id]) for c in group) + (" (lines coincide)" if len(group) > 1 else "")
         ax.plot(steps, means, marker="o", ms=3, lw=1.2, color=f"C{i}", label=label)
     ax.axhline(0, color="#888888", lw=0.8)
     ax.set_xlabel("optimizer step (eval points)")
