@@ -162,8 +162,12 @@ def draw_final_differences(ax, rs, rows):
     names = plot_names(rs, stacked=True)
     labelled = set()
 
-    def once(what):                      # a legend entry for the first of each kind only
-        return None if what in labelled or labelled.add(what) else what
+    def once(what):
+        """The legend text for the first mark of each kind, None (no entry) for the others."""
+        if what in labelled:
+            return None
+        labelled.add(what)
+        return what
     for x, (cell, diffs) in enumerate(rows):
         conv = convergence_of(cell)
         delta = verdict_delta(conv)
