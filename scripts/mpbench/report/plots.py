@@ -3,10 +3,10 @@
 Why a module of its own: the figures live in report/ (plot_base: the backend, colours and
 records; plot_numerics: loss scale, FP8 scales, gradient exponents; here: speed, memory,
 convergence, checkpointing, and the list of figures). A plot function takes a
-ResultSet and returns a figure, or a Drawn when the figure needs notes or a key
-table beside it, or raises Skip with the reason when the run did not record the
+ResultSet and returns a figure, or a Drawn when the figure needs notes beside it
+(or says which cells it drew), or raises Skip with the reason when the run did not record the
 data it needs; render_plots turns that into a Plot record for the page writers.
-Labels and order come from report.labels, so figures and tables agree.
+Cell names and order come from report.labels (plot_names), the same in every figure.
 """
 
 import io
