@@ -142,7 +142,9 @@ std::vector<nlohmann::json> ExperimentRun::finalize_cells() {
     write_file_atomic(paths_.cell(*of[i]).string(), updated[i].dump(1) + "\n");
     done[i] = std::move(updated[i]);
   }
-  write_file_atomic((paths_.dir / "summary.csv").string(), summary_csv(done));
+  const nlohmann::json& commit = manifest_["git_commit"];
+  const CommitsByRun commits{{run_id_, commit.is_string() ? commit.get<std::string>() : std::string()}};
+  write_file_atomic((paths_.dir / "summary.csv").string(), summary_csv(done, commits));
   return done;
 }
 

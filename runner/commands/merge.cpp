@@ -463,6 +463,17 @@ MergedSet merge_checked(const std::vector<fs::path>& dirs, const MergeOptions& o
   return out;
 }
 
+// summary.csv's commit column: each cell keeps its shard's run id, and each
+// shard's record (manifest.shards) its run id and commit.
+CommitsByRun shard_commits(const json& manifest) {
+  CommitsByRun commits;
+  for (const json& s : manifest.value("shards", json::array())) {
+    const json run = s.value("run_id", json()), commit = s.value("git_commit", json());
+    if (run.is_string() && commit.is_string()) commits[run.get<std::string>()] = commit.get<std::string>();
+  }
+  return commits;
+}
+
 }  // namespace
 
 fs::path write_merged_set(const fs::path& out_root, const MergedSet& set) {
@@ -483,7 +494,7 @@ fs::path write_merged_set(const fs::path& out_root, const MergedSet& set) {
       write_file_atomic((tmp / "failed" / (cell_slug(f.at("cell_id").get<std::string>()) + ".json")).string(),
                         f.dump(1) + "\n");
   }
-  write_file_atomic((tmp / "summary.csv").string(), summary_csv(set.cells));
+  write_file_atomic((tmp / "summary.csv").string(), summary_csv(set.cells, shard_commits(set.manifest)));
   write_file_atomic((tmp / "manifest.json").string(), set.manifest.dump(2) + "\n");
   if (fs::exists(target)) fs::remove(target);  // empty (checked above)
   fs::rename(tmp, target);

@@ -381,9 +381,20 @@ const nlohmann::json& field_or_null(const nlohmann::json& obj, const char* key) 
   static const nlohmann::json null;
   return obj.is_object() && obj.contains(key) ? obj.at(key) : null;
 }
+
+// ",device,device_name,run_id,commit" of one cell: from the cell's own file
+// (a merged set's cells ran on their shards' machines), the commit by its run
+// id; empty where a file from an older runner has no such field.
+std::string machine_fields(const nlohmann::json& cell, const CommitsByRun& commits) {
+  const nlohmann::json& device = field_or_null(cell, "device");
+  const nlohmann::json& run_id = field_or_null(cell, "run_id");
+  const auto commit = run_id.is_string() ? commits.find(run_id.get<std::string>()) : commits.end();
+  return "," + csv_field(field_or_null(device, "kind")) + "," + csv_field(field_or_null(device, "name")) + "," +
+         csv_field(run_id) + "," + (commit == commits.end() ? std::string() : csv_field(commit->second));
+}
 }  // namespace
 
-std::string summary_csv(const std::vector<nlohmann::json>& cells) {
+std::string summary_csv(const std::vector<nlohmann::json>& cells, const CommitsByRun& commits) {
   // Axis columns: the union of axis keys, in first-seen order.
   std::vector<std::string> axis_keys;
   for (const auto& c : cells)
@@ -417,7 +428,8 @@ std::string summary_csv(const std::vector<nlohmann::json>& cells) {
   out << ",convergence_verdict,convergence_metric,convergence_delta,convergence_delta_source,convergence_mean_diff,"
          "convergence_ci_lo,convergence_ci_hi,convergence_p_equivalence,convergence_p_worse,convergence_n,"
          "convergence_seeds_needed,ttt_steps,ttt_samples,ttt_seconds,ttt_never_reached,ttt_speedup,ttt_speedup_lo,"
-         "ttt_speedup_hi,diverged_seeds,nan_steps\n";
+         "ttt_speedup_hi,diverged_seeds,nan_steps";
+  out << ",device,device_name,run_id,commit\n";
   for (const auto& c : cells) {
     const auto& s = c.at("summary");
     const nlohmann::json& interval = field_or_null(s, "speedup_interval");
@@ -450,7 +462,8 @@ std::string summary_csv(const std::vector<nlohmann::json>& cells) {
     out << ',' << csv_field(field_or_null(ttt, "never_reached"));
     for (const char* k : {"speedup", "lo", "hi"}) out << ',' << csv_field(field_or_null(ttt_speedup, k));
     out << ',' << csv_field(field_or_null(stability, "diverged_seeds")) << ','
-        << csv_field(field_or_null(stability, "nan_steps")) << '\n';
+        << csv_field(field_or_null(stability, "nan_steps"));
+    out << machine_fields(c, commits) << '\n';
   }
   return out.str();
 }

@@ -4,6 +4,7 @@
 // earlier, interrupted run and repeats finished now are summarised alike.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,7 +59,13 @@ void apply_speedup(nlohmann::json& cell, const nlohmann::json* baseline);
 // initial loss). --fail-on-divergence and the terminal table read it.
 bool cell_diverged(const nlohmann::json& cell);
 
-// summary.csv from cell result JSONs (in the given order).
-std::string summary_csv(const std::vector<nlohmann::json>& cells);
+// The commit each run was built from, by run id (the manifest's git_commit;
+// a merged set's cells keep their shards' run ids, and each shard its commit).
+using CommitsByRun = std::map<std::string, std::string>;
+
+// summary.csv from cell result JSONs (in the given order). Each row ends with
+// the cell's device, device name, run id and the commit of that run, so rows
+// of several machines' sets concatenate without a join against manifest.json.
+std::string summary_csv(const std::vector<nlohmann::json>& cells, const CommitsByRun& commits);
 
 }  // namespace mpb

@@ -105,6 +105,7 @@ def name_cpu(result_dir, name):
 
     _edit_manifest(result_dir, manifest_edit)
     _edit_cells(result_dir, lambda c: c["device"].update(name=name) if c["device"].get("kind") == "cpu" else None)
+    _edit_csv(result_dir, lambda row: row.update(device_name=name) if row.get("device") == "cpu" else None)
 
 
 def slow_down(result_dir, cell_id, factor):
@@ -220,12 +221,13 @@ def plant_noisy_cell(result_dir, cell_id, robust_cv):
 
 def as_gpu(result_dir, machine):
     """The set as if run on GPU `machine` (GPUS): the manifest's device and CUDA versions and every
-    cell's device name that GPU; the memory's device-used peak (NVML's, on a GPU) is the process peak.
+    cell's device (and summary.csv's device columns) that GPU, named as the runner names it (the CUDA
+    device's name); the memory's device-used peak (NVML's, on a GPU) is the process peak.
     The timings stay the CPU's: a test of the GPU path reads identities and fields, not speeds."""
     name, capability, memory_gib, runtime, driver, cublas = GPUS[machine]
 
     def manifest_edit(manifest):
-        manifest["device"] = {"kind": "cuda", "name": "cuda:0", "cpu_kernels": None, "clock_lock": None,
+        manifest["device"] = {"kind": "cuda", "name": name, "cpu_kernels": None, "clock_lock": None,
                               "gpu": {"name": name, "compute_capability": capability,
                                       "memory_bytes": memory_gib * 2**30},
                               "ceiling_gflops": manifest["device"].get("ceiling_gflops")}
@@ -233,22 +235,24 @@ def as_gpu(result_dir, machine):
         manifest["machine"]["hostname"] = f"fixture-{machine}"
 
     def cell_edit(cell):
-        cell["device"] = {"kind": "cuda", "name": "cuda:0", "emulated": {"gemm": "native"}}
+        cell["device"] = {"kind": "cuda", "name": name, "emulated": {"gemm": "native"}}
         for memory in [cell["summary"].get("memory")] + [r.get("memory") for r in cell["repeats"]]:
             if isinstance(memory, dict):
                 memory.update(device_used_peak_bytes=memory.get("process_peak_bytes"), device_used_why=None,
                               process_peak_source="cudaMalloc")
     _edit_manifest(result_dir, manifest_edit)
     _edit_cells(result_dir, cell_edit)
+    _edit_csv(result_dir, lambda row: row.update(device="cuda", device_name=name))
 
 
 # What an older runner (before run orders, speed-up intervals, noise, the environment record, run ids,
-# the memory triple and convergence verdicts) did not write.
+# the memory triple, convergence verdicts and summary.csv's machine columns) did not write.
 LEGACY_MANIFEST_KEYS = ("run_id", "order", "noise", "git", "build", "environment", "cell_config_hashes", "vocabulary")
 LEGACY_CELL_KEYS = ("run_id", "convergence_settings")
 LEGACY_SUMMARY_KEYS = ("speedup_interval", "speedup_verdict", "noise", "memory", "convergence")
 LEGACY_REPEAT_KEYS = ("order", "round", "position", "started", "started_s", "memory")
-LEGACY_CSV_COLUMNS = ("speedup_lo", "speedup_hi", "speedup_verdict", "step_cv", "noisy")
+LEGACY_CSV_COLUMNS = ("speedup_lo", "speedup_hi", "speedup_verdict", "step_cv", "noisy", "device", "device_name",
+                      "run_id", "commit")
 LEGACY_CSV_PREFIXES = ("convergence_", "ttt_", "diverged_seeds", "nan_steps")
 
 

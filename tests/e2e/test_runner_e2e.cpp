@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -173,9 +174,18 @@ TEST_F(QuickstartRun, SummaryCsvHasARowPerCell) {
             std::string::npos)
       << header;
   EXPECT_NE(header.find("step_cv,noisy"), std::string::npos) << header;
-  int rows = 0;
-  while (std::getline(csv, line)) ++rows;
+  // Each row names its machine and build, so sets of several machines concatenate without a join.
+  const std::string machine = ",device,device_name,run_id,commit";
+  EXPECT_EQ(header.substr(header.size() - std::min(header.size(), machine.size())), machine) << header;
   json m = json::parse(slurp(dir() / "manifest.json"));
+  const std::string run_and_commit =
+      "," + m["run_id"].get<std::string>() + "," + m["git_commit"].get<std::string>();
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    EXPECT_NE(line.find(",cpu,"), std::string::npos) << line;
+    EXPECT_EQ(line.substr(line.size() - std::min(line.size(), run_and_commit.size())), run_and_commit) << line;
+  }
   EXPECT_EQ(rows, static_cast<int>(m["cells"].size()));
   for (const auto& f : fs::recursive_directory_iterator(dir())) EXPECT_NE(f.path().extension(), ".tmp");
 }

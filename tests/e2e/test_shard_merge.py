@@ -15,6 +15,7 @@ merged set whose shards ran on different machines is never gated as a
 regression.
 """
 
+import csv
 import glob
 import json
 import os
@@ -62,6 +63,25 @@ def relabel(src_root, dst_root, label, shards):
             json.dump(m, open(path, "w"), indent=2)
         dirs.append(dst)
     return dirs
+
+
+def machine_column_fails(merged_dir, commits, what):
+    """summary.csv's device, run id and commit columns of a merged set: each row its cell file's
+    device and run id (its shard's) and the commit that shard's manifest gave (`commits`: run id ->
+    commit), so rows of several sets concatenate without a join against manifest.json."""
+    cells = cells_of(merged_dir)
+    with open(os.path.join(merged_dir, "summary.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    fails = []
+    for row in rows:
+        cell = cells.get(row["cell_id"], {})
+        want = (cell.get("device", {}).get("kind"), cell.get("device", {}).get("name"), cell.get("run_id"),
+                commits.get(cell.get("run_id")))
+        got = (row.get("device"), row.get("device_name"), row.get("run_id"), row.get("commit"))
+        if got != want or not all(want):
+            fails.append(f"{what}: summary.csv row {row['cell_id']}: device, name, run id, commit {got}, "
+                         f"expected {want}")
+    return fails
 
 
 def main():
@@ -176,6 +196,10 @@ def main():
         with open(os.path.join(merged_dir, "summary.csv")) as f:
             if len(f.read().strip().splitlines()) != len(ref) + 1:
                 fails.append("summary.csv does not have one row per cell")
+        shard_commits = {m["run_id"]: m["git_commit"] for m in manifests}
+        if len(shard_commits) != 3:
+            fails.append(f"the shards do not have a run id each: {sorted(shard_commits)}")
+        fails += machine_column_fails(merged_dir, shard_commits, "merge")
         code, out = run([sys.executable, os.path.join(SCRIPTS, "report.py"), merged_dir])
         if code != 0:
             fails.append(f"report.py on the merged set exited {code}:\n{out[-3000:]}")
@@ -210,6 +234,9 @@ def main():
                 if code == 0 else []
             if code != 0 or not any(key in x for x in mixed):
                 fails.append(f"--allow-mixed with another {key}: exit {code}, merged.mixed {mixed}:\n{out}")
+            elif key == "git_commit":  # shard 2's cells name the commit their shard said, the others theirs
+                commits = dict(shard_commits, **{manifests[2]["run_id"]: value})
+                fails += machine_column_fails(os.path.join(tmp, f"mixed_{key}", NAME), commits, "mixed commits")
         gone = os.path.join(tmp, "gone")
         shutil.copytree(dirs[1], gone)
         victim_id = manifests[1]["shard"]["cells"][-1]  # a cell of its share, not its baseline copy

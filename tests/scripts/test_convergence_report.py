@@ -5,7 +5,6 @@
 and from a set written before the verdict existed (the section says it is absent)."""
 
 import os
-import re
 import unittest
 
 from script_test_helpers import edit_cell, edit_json, run_script
@@ -57,8 +56,7 @@ class ConvergenceReport(fx.FixtureTest):
         self.assertTrue(os.path.getsize(os.path.join(out, "eval_loss_diff.png")) > 1000)
         self.assertIn('alt="Eval-loss difference vs the baseline"', page)
         self.assertIn("![Eval-loss difference vs the baseline](eval_loss_diff.png)", md)
-        key = section(md, "Cell key for eval_loss_diff.png", "## ")
-        self.assertEqual(len(re.findall(r"^\| [A-Z] \|", key, re.M)), 3, key)
+        self.assertNotIn("Cell key for eval_loss_diff.png", md)      # the figure names its cells itself
 
     def test_a_text_baseline_is_set_against_the_best_context_free_loss(self):
         _, _, md, _ = self.report()

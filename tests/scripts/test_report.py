@@ -257,9 +257,14 @@ def html_table_after(page, marker):
 
 
 def legend_texts(ax):
-    """An axes' legend labels without the key letter ("B: fp32 fusion=on" -> "fp32 fusion=on")."""
+    """An axes' legend labels."""
     _, labels = ax.get_legend_handles_labels()
-    return [re.sub(r"^[A-Z]+: ", "", label) for label in labels]
+    return labels
+
+
+def panel_name(ax):
+    """A panel title's cell name: the text before " — " and the first line break."""
+    return ax.get_title().split("\n")[0].split(" — ")[0]
 
 
 class ReportDefects(TempDirTest):
@@ -288,8 +293,8 @@ class ReportDefects(TempDirTest):
         edit_cell(path, cid, plant)
         rs = mr.load_results(path)
         fig = report_plots.plot_grad_histograms(rs)
-        key = report_labels.cell_keys(rs)[cid]
-        title = next(ax.get_title() for ax in fig.axes if ax.get_title().startswith(key + ":"))
+        name = report_labels.plot_names(rs)[cid]
+        title = next(ax.get_title() for ax in fig.axes if panel_name(ax) == name)
         self.assertIn("exact zeros 33.14% at step", title)
         self.assertNotIn("underflow", title)
 
@@ -316,8 +321,6 @@ class ReportDefects(TempDirTest):
                     self.assertTrue(all(re.match(r"\d", r["speedup"]) for r in mlp), mlp)
                 self.assertIn("train another model than the baseline's (mlp) and have no speed-up", md)
                 self.assertIn("is not in the figure: another model (bert) than the baseline's (mlp)", md)
-                speedup_key = md_table_after(md, "Cell key for speedup.png:")
-                self.assertNotIn(BERT_ID, [r["cell"] for r in speedup_key])
                 drawn = report_plots.plot_speedup(mr.load_results(results))
                 self.assertNotIn(BERT_ID, drawn.key_cells)
                 self.assertEqual(len(drawn.key_cells), len(all_cell_ids(results)) - 1)
@@ -333,14 +336,13 @@ class ReportDefects(TempDirTest):
         self.assertEqual([c.cell_id for c in rows[-1][2]], [BERT_ID])
         fig = report_plots.plot_convergence(rs)
         self.assertEqual(len(fig.axes), 2 * len(rows))
-        keys = report_labels.cell_keys(rs)
-        bert_key = keys[BERT_ID]
+        bert_name = report_labels.plot_names(rs)[BERT_ID]
         bert_axes, mlp_axes = [], []
         for ax in fig.axes:
             _, labels = ax.get_legend_handles_labels()
-            named = {label.split(":")[0] for label in labels}
-            self.assertFalse(bert_key in named and len(named) > 1, f"{ax.get_title()}: {labels}")
-            (bert_axes if bert_key in named else mlp_axes).append(ax)
+            named = set(labels)
+            self.assertFalse(bert_name in named and len(named) > 1, f"{ax.get_title()}: {labels}")
+            (bert_axes if bert_name in named else mlp_axes).append(ax)
         self.assertEqual(len(bert_axes), 2)
         self.assertIn("bert", bert_axes[0].get_title())
         for ax in bert_axes:
@@ -351,31 +353,29 @@ class ReportDefects(TempDirTest):
             self.assertLess(ax.get_ylim()[1], 3.5)
         report_plots.plt.close(fig)
 
-    def test_bars_have_short_labels_and_a_key_table(self):
-        """Defect 3: bars are named by key letters; a key table under each bar figure spells them out."""
+    def test_bars_are_named_by_their_settings(self):
+        """Issue 41: bars were named by key letters a reader had to look up in a key table under each
+        figure. Each bar is named by the cell's name (its settings, one a line), unique and the same
+        as the cell's name in every other figure; no figure has a key table."""
         results = self.bert_set("keys")
         rs = mr.load_results(results)
-        keys = report_labels.cell_keys(rs)
-        self.assertEqual(sorted(keys.values()), [report_labels.key_name(i) for i in range(len(rs.cells))])
+        names, stacked = report_labels.plot_names(rs), report_labels.plot_names(rs, stacked=True)
+        self.assertEqual(len(set(names.values())), len(rs.cells))
+        for cid, name in names.items():
+            self.assertEqual(stacked[cid].replace("\n", " "), name.replace(", ", " "))
+            self.assertNotRegex(name, r"^[A-Z]{1,2}$")
+        self.assertIn("bert", names[BERT_ID])
         for fn in (report_plots.plot_speedup, report_plots.plot_memory):
             drawn = fn(rs)
             ticks = [t.get_text() for t in drawn.fig.axes[0].get_xticklabels()]
-            self.assertEqual(ticks, [keys[cid] for cid in drawn.key_cells])
-            self.assertTrue(all(len(t) <= 2 for t in ticks), ticks)
+            self.assertEqual(ticks, [stacked[cid] for cid in drawn.key_cells])
+            self.assertIn(rs.by_id[drawn.key_cells[-1]].setting("precision"), ticks[-1])
             report_plots.plt.close(drawn.fig)
         page, md = read_outputs(self.run_report(results))
-        for name, expected in (("speedup.png", len(rs.cells) - 1), ("memory.png", len(rs.cells))):
-            for rows in (md_table_after(md, f"Cell key for {name}:"),
-                         html_table_after(page, f"Cell key for {html.escape(name)}:")):
-                self.assertEqual(len(rows), expected)
-                for row in rows:
-                    self.assertEqual(keys[row["cell"]], row["key"])
-                    self.assertEqual(row["precision"], rs.by_id[row["cell"]].setting("precision"))
-        memory_key = {r["cell"]: r for r in md_table_after(md, "Cell key for memory.png:")}
-        self.assertIn("model.kind=bert", memory_key[BERT_ID]["other settings that differ from the baseline"])
-        self.assertEqual(memory_key["precision=fp32,fusion=off"]["other settings that differ from the baseline"],
-                         "(the baseline)")
-        # the Cells table names each cell's key too
+        self.assertNotIn("Cell key for", md)
+        self.assertNotIn("Cell key for", page)
+        # the Cells table keeps a key per row, as its legend spells out
+        keys = report_labels.cell_keys(rs)
         self.assertEqual({r["cell"].split(" (")[0]: r["key"] for r in md_table_after(md, "## Cells")}, keys)
 
     def test_cells_table_wraps_ids_between_settings_and_has_a_key_legend(self):
@@ -434,8 +434,8 @@ class ReportDefects(TempDirTest):
         self.assertTrue(any("init=1024" in t for t in texts) and any("init=4096" in t for t in texts), texts)
         report_plots.plt.close(fig)
         fig = report_plots.plot_grad_histograms(rs)
-        titles = [ax.get_title().split(" — ")[0] for ax in fig.axes if ax.get_visible()]
-        self.assertEqual(len(titles), len(set(re.sub(r"^[A-Z]+: ", "", t) for t in titles)), titles)
+        titles = [panel_name(ax) for ax in fig.axes if ax.get_visible()]
+        self.assertEqual(len(titles), len(set(titles)), titles)
         report_plots.plt.close(fig)
 
     def test_labels_with_a_sub_field_axis(self):
@@ -706,7 +706,7 @@ class ReportFp8(TempDirTest):
         fig = report_plots.plot_loss_scale(rs)
         self.assertEqual(len(fig.axes), 1)
         ax = fig.axes[0]
-        self.assertIn(f"{report_labels.cell_keys(rs)[FP8_ID]}: fp8", ax.get_title())
+        self.assertIn(f"FP8 scale per tensor, {report_labels.plot_names(rs)[FP8_ID]}", ax.get_title())
         self.assertEqual(legend_texts(ax), ["input (E4M3), 3 tensor(s)", "weight (E4M3), 3 tensor(s)",
                                             "grad_output (E5M2), 3 tensor(s)"])
         grad = next(line for line in ax.get_lines() if line.get_label().startswith("grad_output"))
@@ -742,10 +742,10 @@ class ReportFp8(TempDirTest):
 
     def test_grad_histogram_of_an_fp8_cell_marks_the_e5m2_range(self):
         rs = mr.load_results(self.fp8_set("hist"))
-        keys = report_labels.cell_keys(rs)
+        names = report_labels.plot_names(rs)
         fig = report_plots.plot_grad_histograms(rs)
-        panels = {ax.get_title().split(":")[0]: ax for ax in fig.axes if ax.get_visible()}
-        fp8, bf16 = panels[keys[FP8_ID]], panels[keys["precision=amp_bf16"]]
+        panels = {panel_name(ax): ax for ax in fig.axes if ax.get_visible()}
+        fp8, bf16 = panels[names[FP8_ID]], panels[names["precision=amp_bf16"]]
         labels = [p.get_label() for p in fp8.patches]
         for zone in ("E5M2 underflow", "E5M2 subnormal", "E5M2 saturates"):
             self.assertTrue(any(label.startswith(zone) for label in labels), labels)

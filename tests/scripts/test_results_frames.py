@@ -11,13 +11,34 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from script_test_helpers import SKIP_EXIT_CODE, TempDirTest  # noqa: E402
 
-from mpbench import results as mr  # noqa: E402  (scripts/ is on sys.path via the helpers)
+from mpbench import fixtures  # noqa: E402  (scripts/ is on sys.path via the helpers)
+from mpbench import results as mr  # noqa: E402
 from mpbench.results import frames  # noqa: E402
 
 try:
     import pandas  # noqa: F401
 except ImportError:
     pandas = None
+
+
+class SummaryCsvMachineColumns(TempDirTest):
+    """summary.csv as the runner wrote it (no fixture edit): each row names the cell's device, device
+    name, run id and the commit of that run, the same values as the cell file and the manifest."""
+
+    def test_the_runners_rows_name_device_run_and_commit(self):
+        path = fixtures.pristine_run()
+        rs = mr.load_results(path)
+        with open(os.path.join(path, "summary.csv"), newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            self.assertEqual(reader.fieldnames[-4:], list(frames.CELL_MACHINE_COLUMNS))
+            rows = {row["cell_id"]: row for row in reader}
+        self.assertEqual(sorted(rows), sorted(c.cell_id for c in rs.cells))
+        self.assertTrue(rs.manifest["git_commit"])
+        for cell in rs.cells:
+            row = rows[cell.cell_id]
+            self.assertEqual((row["device"], row["device_name"]), ("cpu", rs.manifest["machine"]["cpu_model"]))
+            self.assertEqual(row["device_name"], cell.device["name"])
+            self.assertEqual((row["run_id"], row["commit"]), (rs.manifest["run_id"], rs.manifest["git_commit"]))
 
 
 @unittest.skipIf(pandas is None, "pandas is not installed")
@@ -29,12 +50,24 @@ class Frames(TempDirTest):
         self.assertEqual(list(frame["cell_id"]), [c.cell_id for c in rs.cells])      # run order
         for column in frames.MACHINE_COLUMNS:
             self.assertIn(column, frame.columns)
-        self.assertEqual(set(frame["gpu"]), {"NVIDIA H100 80GB HBM3"})
+        self.assertEqual(set(frame["device"]), {"cuda"})
+        self.assertEqual(set(frame["device_name"]), {"NVIDIA H100 80GB HBM3"})
         self.assertEqual(set(frame["run_id"]), {rs.manifest["run_id"]})
+        self.assertEqual(set(frame["commit"]), {rs.manifest["git_commit"]})
+        self.assertEqual(set(frame["experiment"]), {rs.experiment})
         for cell, speedup in zip(rs.cells, frame["speedup"]):
             want = cell.summary_value("speedup")
             if mr.finite(want):
                 self.assertAlmostEqual(speedup, want, places=9)
+
+    def test_an_older_runners_set_gets_the_columns_from_its_cells(self):
+        path = self.make_set("legacy", legacy=True)
+        with open(os.path.join(path, "summary.csv"), newline="", encoding="utf-8") as f:
+            self.assertNotIn("device", next(csv.reader(f)))
+        frame = frames.load(path)
+        self.assertEqual(set(frame["device"]), {"cpu"})
+        self.assertEqual(set(frame["device_name"]), {fixtures.CPU_NAME})
+        self.assertEqual(set(frame["run_id"]), {""})      # an older runner wrote no run id
 
     def test_curves_are_the_cells_series(self):
         path = self.make_set("curves")

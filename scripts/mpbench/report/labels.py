@@ -1,15 +1,16 @@
-"""How the report names, orders and writes cells: key letters, labels, groups, number text.
+"""How the report names, orders and writes cells: names, key letters, groups, number text.
 
-Why a module of its own: the figures, the Cells table, the key tables and the
+Why a module of its own: the figures, the Cells table, the key table and the
 Notes/Noise sections must all call a cell by the same name and list cells in
-the same order, so that "C" in a bar chart is "C" in every table. Nothing here
-draws or writes a file.
+the same order. Nothing here draws or writes a file.
 
-Every cell has a key letter (A, B, C... in display order): the bar charts name
-bars by it, a key table under the figure maps it to the cell's settings, and
-legends and titles start with it. Text labels name the precision and what sets
-the cell apart from the baseline, and are made distinct for distinct cells
-(distinct_labels), down to the sub-field of a map setting such as loss_scale.
+Figures call every cell by its name (plot_names): the precision and what sets
+the cell apart from the baseline ("amp_fp16 fusion=on, loss_scale=dynamic"),
+made distinct for distinct cells (distinct_labels), down to the sub-field of a
+map setting such as loss_scale; the same name in every figure. Readers had to
+look letters up in a key printed four times (issue 41), so figures no longer
+use them. The tables keep a key letter per cell (A, B, C... in display order)
+as a short row name beside the full cell id.
 """
 
 from mpbench import results as mr
@@ -137,8 +138,24 @@ def cell_labels(rs, cells, skip=("precision",)):
     return distinct_labels(rs, cells, {c.cell_id: short_label(rs, c, skip) for c in cells})
 
 
+def plot_names(rs, stacked=False):
+    """{cell_id: name} for every cell of the set: what every figure calls it (cell_labels over all
+    cells, so a cell has one name in all figures). stacked: one setting a line, for bar ticks."""
+    names = cell_labels(rs, rs.cells)
+    if stacked:
+        names = {cid: "\n".join(part for line in name.split(", ") for part in stacked_head(line))
+                 for cid, name in names.items()}
+    return names
+
+
+def stacked_head(line):
+    """"amp_fp16 fusion=on" -> ["amp_fp16", "fusion=on"]: the precision apart from the first setting."""
+    head, _, rest = line.partition(" ")
+    return [head, rest] if rest and "=" in rest and "=" not in head and "·" not in line else [line]
+
+
 def clip(text, limit=70):
-    """Cut a long label; the key letter in front of it leads to the full settings."""
+    """Cut a long label (legends and titles stay readable; the Cells table has the full cell id)."""
     return text if len(text) <= limit else text[:limit - 1].rstrip(" ,") + "…"
 
 

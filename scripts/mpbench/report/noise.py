@@ -84,14 +84,16 @@ def noise_lines(rs):
             lines.append(f"The machine was quiet in all {len(noise.rounds)} round(s).")
     for c in noisy:
         n = c.noise()
-        stats = f"CV {percent(n.cv)}, p90/median {mr.format_number(n.p90_over_median)}"
+        stats = f"robust CV {percent(n.robust_cv)}, p90/median {mr.format_number(n.p90_over_median)}"
         lines.append(f"Noisy: {keys[c.cell_id]} ({c.cell_id}): {'; '.join(n.reasons) or 'flagged by the runner'} "
                      f"({stats}).")
     if noisy:
         lines.append(f"{len(noisy)} noisy cell(s) are shown as measured, marked (noisy) in the Cells table and red "
                      "in the speedup figure; rerun on a quiet machine before relying on their numbers.")
     elif measured:
-        lines.append("No cell's step times were flagged as noisy.")
+        lines.append("No cell's step times were flagged as noisy. Noise here and in the Cells table's step CV "
+                     "is the robust CV (1.4826 × MAD / median of the timed steps), the measure the runner's "
+                     "flag tests, beside its p90/median and outlier-step rules.")
     rule = next((c.noise().outlier_rule for c in measured if c.noise().outlier_rule), "")
     if rule:
         lines.append(f"Outlier rule: {rule}.")

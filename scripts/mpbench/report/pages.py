@@ -1,8 +1,9 @@
 """Writing the report: index.html (figures inlined as data URIs) and report.md.
 
 Why a module of its own: both files carry the same sections in the same order
-(machine, notes, noise, cells, then each figure with its caption, notes and
-cell key); only the markup differs. The content comes from report.tables,
+(machine, notes, noise, cells, then each figure with its caption and notes);
+only the markup differs. Figures name cells in full (labels.plot_names), so
+they need no key table of their own. The content comes from report.tables,
 report.noise and report.labels; the figures from report.plots' Plot records.
 """
 
@@ -96,8 +97,7 @@ def write_html(rs, plots, notes, path):
                      "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     parts.append("<h2>Noise</h2><ul class=notes>" +
                  "".join(f"<li>{html.escape(n)}</li>" for n in noise_lines(rs)) + "</ul>")
-    # The id column wraps between settings; the key legend below gives each key's settings apart, as
-    # the figures' keys do.
+    # The id column wraps between settings; the key legend below gives each key's settings apart.
     parts += ["<h2>Cells</h2>", html_table(summary_columns(rs), summary_rows(rs), numeric_from=2, id_column=1),
               f"<p class=legend>{html.escape(summary_legend(rs))}</p>",
               "<p class=legend>Cell key:</p>", html_table(KEY_COLUMNS, key_rows(rs), numeric_from=99)]
@@ -120,9 +120,6 @@ def write_html(rs, plots, notes, path):
                      f"<figcaption>{html.escape(p.caption)}</figcaption></figure>")
         if p.notes:
             parts.append("<ul class=notes>" + "".join(f"<li>{html.escape(n)}</li>" for n in p.notes) + "</ul>")
-        if p.key_cells:
-            parts.append(f"<p class=legend>Cell key for {html.escape(p.name)}:</p>" +
-                         html_table(KEY_COLUMNS, key_rows(rs, p.key_cells), numeric_from=99))
     parts += [IMAGE_CHECK_SCRIPT, "</body></html>"]
     mo.write_output(path, "\n".join(parts))
 
@@ -180,7 +177,4 @@ def write_markdown(rs, plots, notes, path):
             title = md_escape(p.title)
             lines += [f"## {title}", "", f"![{title}]({p.name})", "", md_escape(p.caption), ""]
             lines += [f"- {md_escape(n)}" for n in p.notes] + ([""] if p.notes else [])
-            if p.key_cells:
-                lines += [f"Cell key for {p.name}:", "",
-                          markdown_table(KEY_COLUMNS, key_rows(rs, p.key_cells), text_columns=len(KEY_COLUMNS)), ""]
     mo.write_output(path, "\n".join(lines))

@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402,F401  (plt: the figure modules' py
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from mpbench.report.labels import cell_keys  # noqa: E402
+from mpbench.report.labels import plot_names  # noqa: E402
 
 DPI = 110
 MIB = float(1 << 20)
@@ -42,6 +42,14 @@ def power_of_two(exponent):
     return "2" + text.translate(SUPERSCRIPTS) if re.fullmatch(r"-?\d+", text) else f"2^{text}"
 
 
+def power_of_two_axis(ax):
+    """A log₂ y axis labelled "2¹⁶", not matplotlib's default "$\\mathdefault{2^{16}}$" (with
+    text.parse_math off, above, the default formatter's mathtext printed as raw text)."""
+    ax.set_yscale("log", base=2)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: power_of_two(np.log2(v)) if v > 0 else ""))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
 def bar_positions(groups, gap=0.7):
     """x positions for grouped bars: one unit per bar, `gap` between groups."""
     xs, centres, x = [], [], 0.0
@@ -55,11 +63,19 @@ def bar_positions(groups, gap=0.7):
     return xs, centres
 
 
+def bar_figure_width(rs, cells):
+    """Inches for a bar chart whose bars are named by stacked cell names (bar_names): wide enough
+    that the longest line of one name does not run into the next."""
+    names = plot_names(rs, stacked=True)
+    longest = max((len(line) for c in cells for line in names[c.cell_id].split("\n")), default=4)
+    return max(7.0, max(0.55, 0.075 * longest + 0.2) * len(cells) + 2.5)
+
+
 def label_bars(ax, rs, xs, cells, groups, centres):
-    """Group names (precision, and model where several) along the top; under each bar its key
-    letter, which the key table under the figure spells out."""
-    keys = cell_keys(rs)
-    ax.set_xticks(xs, [keys[c.cell_id] for c in cells], fontsize=9)
+    """Group names (precision, and model where several) along the top; under each bar the cell's
+    name (labels.plot_names), one setting a line."""
+    names = plot_names(rs, stacked=True)
+    ax.set_xticks(xs, [names[c.cell_id] for c in cells], fontsize=8)
     pad = max(0.9, (6 - len(xs)) / 2)          # a lone bar should not fill the whole width
     ax.set_xlim(xs[0] - pad, xs[-1] + pad)
     top = ax.secondary_xaxis("top")
@@ -72,7 +88,7 @@ class Plot:
     """One report figure: the PNG it was saved to, or why it was left out.
 
     notes: sentences printed under the figure (cells left out of it, and why);
-    key_cells: the cells whose key letters the figure shows (a key table follows it).
+    key_cells: the cells the figure draws, by id (None: not recorded).
     """
     name: str
     title: str
@@ -85,7 +101,7 @@ class Plot:
 
 @dataclass
 class Drawn:
-    """What a plot function returns when the figure needs notes or a key table beside it."""
+    """What a plot function returns when the figure needs notes beside it, or says which cells it drew."""
     fig: object
     notes: list = field(default_factory=list)
     key_cells: list = None

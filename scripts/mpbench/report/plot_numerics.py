@@ -9,8 +9,8 @@ import math
 from dataclasses import dataclass, field
 
 from mpbench import results as mr
-from mpbench.report.labels import cell_keys, cell_labels, clip, display_order
-from mpbench.report.plot_base import Skip, np, plt, power_of_two
+from mpbench.report.labels import clip, display_order, plot_names
+from mpbench.report.plot_base import Skip, np, plt, power_of_two, power_of_two_axis
 
 def loss_scale_cells(rs):
     """Cells whose loss scale is worth drawing: those that scale the loss or skipped a step
@@ -38,42 +38,64 @@ def plot_loss_scale(rs):
     if ls_cells:
         draw_loss_scales(axes.pop(0), rs, ls_cells)
     machine = "" if ls_cells else f" — {rs.machine_label()}"     # the top panel's title names it otherwise
-    keys, labels = cell_keys(rs), cell_labels(rs, fp8_cells)
+    names = plot_names(rs)
     for ax, cell in zip(axes, fp8_cells):
         draw_fp8_scales(ax, cell)
-        ax.set_title(f"FP8 scale per tensor, {keys[cell.cell_id]}: {clip(labels[cell.cell_id], 60)}{machine}\n"
+        ax.set_title(f"FP8 scale per tensor, {clip(names[cell.cell_id], 60)}{machine}\n"
                      "line: median over layers (and repeats), band: min..max; points: sampled steps", fontsize=10)
     fig.axes[-1].set_xlabel("optimizer step")
     fig.tight_layout()
     return fig
 
 
+def same_scale_groups(cells):
+    """[[cell, ...], ...] in order: cells whose loss scale is the same at every step of every repeat
+    share a group, since their lines would lie on top of each other (one visible line, several legend
+    entries, issue 41). Cells that recorded no loss scale are left out: nothing of them would show."""
+    groups = {}
+    for cell in cells:
+        series = tuple(tuple(np.nan_to_num(s, nan=-1.0).tolist()) for s in cell.series("loss_scale"))
+        if any(series):
+            groups.setdefault(series, []).append(cell)
+    return list(groups.values())
+
+
 def draw_loss_scales(ax, rs, cells):
-    """The loss scale per step of each cell on a log2 axis, skipped steps marked with red crosses."""
+    """The loss scale per step of each cell on a log2 axis, skipped steps marked with red crosses;
+    one line, and one legend entry naming them all, for cells whose scales are identical."""
     marked = False
-    keys, labels = cell_keys(rs), cell_labels(rs, cells)
-    for i, cell in enumerate(cells):
-        label = f"{keys[cell.cell_id]}: {clip(labels[cell.cell_id])}"
-        if "loss_scale" not in label:
-            label += f", loss scale {cell.loss_scale_mode()}"
-        scales, skipped = cell.series("loss_scale"), cell.series("skipped")
-        for r, scale in enumerate(scales):
-            if not scale.size:
-                continue
-            steps = np.arange(scale.size)
-            ax.step(steps, scale, where="post", color=f"C{i}", lw=1.3 if r == 0 else 0.6, alpha=1 if r == 0 else 0.5,
-                    label=label if r == 0 else None)
-            if r < len(skipped) and skipped[r].size:
-                hit = np.nonzero(np.nan_to_num(skipped[r][:scale.size]) > 0)[0]
-                if hit.size:
-                    ax.scatter(hit, scale[hit], marker="x", color="red", zorder=3,
-                               label=None if marked else "skipped step (non-finite gradients)")
-                    marked = True
-    ax.set_yscale("log", base=2)
+    names = plot_names(rs)
+    for i, group in enumerate(same_scale_groups(cells)):
+        label = "\n= ".join(clip(names[c.cell_id]) for c in group)
+        if not all("loss_scale" in names[c.cell_id] for c in group):
+            label += f", loss scale {group[0].loss_scale_mode()}"
+        label += " (the same scale every step)" if len(group) > 1 else ""
+        first = True                         # the first repeat with a scale: thick, and in the legend
+        for scale in group[0].series("loss_scale"):
+            if scale.size:
+                ax.step(np.arange(scale.size), scale, where="post", color=f"C{i}", lw=1.3 if first else 0.6,
+                        alpha=1 if first else 0.5, label=label if first else None)
+                first = False
+        for cell in group:
+            marked |= mark_skipped(ax, cell, marked)
+    power_of_two_axis(ax)
     ax.set_ylabel("loss scale (log₂ axis)")
     ax.set_title(f"Loss scale per step — {rs.machine_label()} (thin lines: further repeats)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def mark_skipped(ax, cell, labelled):
+    """Red crosses on `cell`'s loss-scale line at its skipped steps; True if it drew any (the legend
+    entry goes with the first crosses only, `labelled` says whether they are drawn already)."""
+    drew = False
+    for scale, skipped in zip(cell.series("loss_scale"), cell.series("skipped")):
+        hit = np.nonzero(np.nan_to_num(skipped[:scale.size]) > 0)[0] if scale.size and skipped.size else []
+        if len(hit):
+            ax.scatter(hit, scale[hit], marker="x", color="red", zorder=3,
+                       label=None if labelled or drew else "skipped step (non-finite gradients)")
+            drew = True
+    return drew
 
 
 # Transformer Engine's roles of a linear layer's FP8 tensors, in the order a step quantizes them.
@@ -126,7 +148,7 @@ def draw_fp8_scales(ax, cell):
         label = f"{role} ({'/'.join(sorted(data.formats))}), {len(data.names)} tensor(s)"
         ax.plot(steps, mid, color=colour, lw=1.4, marker="o", ms=3, label=label)
         ax.fill_between(steps, lo, hi, color=colour, alpha=0.18, lw=0)
-    ax.set_yscale("log", base=2)
+    power_of_two_axis(ax)
     ax.set_ylabel("FP8 scale (log₂ axis)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -231,7 +253,7 @@ def plot_grad_histograms(rs):
     fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 3.3 * nrows + 1.0), squeeze=False)
     flat = [ax for row in axes for ax in row]
     xmin, xmax, fp16_handles = mr.FP16_MIN_SUBNORMAL_LOG2 - 4, mr.FP16_MAX_LOG2 + 2, []
-    keys, labels = cell_keys(rs), cell_labels(rs, cells)
+    names = plot_names(rs)
     for ax, cell in zip(flat, cells):
         samples = cell.numerics_samples()
         steps = sampled_steps(samples)
@@ -256,7 +278,7 @@ def plot_grad_histograms(rs):
         note = underflow_note(samples, steps[-1]) if steps else ""
         if "bf16" in cell.setting("precision"):
             note += "\n(bf16 has fp32's exponent range; fp16 zones shown for reference)"
-        ax.set_title(f"{keys[cell.cell_id]}: {clip(labels[cell.cell_id], 60)}" + note, fontsize=9)
+        ax.set_title(clip(names[cell.cell_id], 60) + note, fontsize=9)
         ax.set_xlabel("log₂ |gradient|  (bin i = [lo+i, lo+i+1))")
         ax.set_ylabel("fraction of gradient values")
         if lines or zone_handles:

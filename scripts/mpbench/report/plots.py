@@ -3,10 +3,10 @@
 Why a module of its own: the figures live in report/ (plot_base: the backend, colours and
 records; plot_numerics: loss scale, FP8 scales, gradient exponents; here: speed, memory,
 convergence, checkpointing, and the list of figures). A plot function takes a
-ResultSet and returns a figure, or a Drawn when the figure needs notes or a key
-table beside it, or raises Skip with the reason when the run did not record the
+ResultSet and returns a figure, or a Drawn when the figure needs notes beside it
+(or says which cells it drew), or raises Skip with the reason when the run did not record the
 data it needs; render_plots turns that into a Plot record for the page writers.
-Labels and order come from report.labels, so figures and tables agree.
+Cell names and order come from report.labels (plot_names), the same in every figure.
 """
 
 import io
@@ -18,12 +18,12 @@ from matplotlib.ticker import LogLocator, NullFormatter
 from mpbench import output as mo
 from mpbench import results as mr
 from mpbench.report.figure_cells import figure_view
-from mpbench.report.labels import (cell_keys, cell_labels, clip, display_order, precision_groups,
-                                   several_models, short_label, times)
+from mpbench.report.labels import (cell_labels, clip, display_order, plot_names, precision_groups, several_models,
+                                   times)
 # plot_base first: it chooses matplotlib's backend before pyplot loads.
 from mpbench.report.plot_base import (DPI, FUSION_COLOURS, MEMORY_COLOURS, MIB, PLAIN, Drawn, Plot, Skip,
-                                      bar_positions, draw_band, hatch_fusion, label_bars, np, plt,
-                                      stacked_repeats)
+                                      bar_figure_width, bar_positions, draw_band, hatch_fusion, label_bars, np,
+                                      plt, stacked_repeats)
 from mpbench.report.plot_numerics import loss_scale_cells, plot_grad_histograms, plot_loss_scale  # noqa: F401
 from mpbench.report.verdict import PLOT_CAPTION, PLOT_NAME, plot_eval_loss_diff
 
@@ -60,10 +60,10 @@ def plot_speedup(rs):
     base_sps = base.summary_value("samples_per_s")
     if not mr.finite(base_sps) or base_sps <= 0:
         raise Skip(f"the baseline cell {base.cell_id} has no throughput")
-    keys = cell_keys(rs)
+    names = plot_names(rs)
     ordered = display_order(rs)
     cells = [c for c in ordered if mr.finite(rs.speedup(c))]
-    notes = [f"{keys[c.cell_id]} ({c.cell_id}) is not in the figure: {rs.no_speedup_reason(c)}, so it has no "
+    notes = [f"{names[c.cell_id]} ({c.cell_id}) is not in the figure: {rs.no_speedup_reason(c)}, so it has no "
              "speed-up." for c in ordered if c not in cells]
     if not cells:
         raise Skip("no cell has a speed-up")
@@ -71,7 +71,7 @@ def plot_speedup(rs):
     xs, centres = bar_positions(groups)
     heights = [rs.speedup(c) for c in cells]
     whiskers, whisker_text = speedup_whiskers(rs, cells, heights, base_sps)
-    fig, ax = plt.subplots(figsize=(max(7.0, 0.55 * len(cells) + 2.5), 4.8))
+    fig, ax = plt.subplots(figsize=(bar_figure_width(rs, cells), 4.8))
     faded_any, noisy_any = False, False
     for x, cell, height, ends in zip(xs, cells, heights, whiskers):
         emulated = bool(cell.emulated_ops())
@@ -94,11 +94,10 @@ def plot_speedup(rs):
         ax.bar(math.nan, math.nan, color="#bbbbbb", hatch="//", edgecolor="white", label="emulated on this device")
     if faded_any:
         ax.bar(math.nan, math.nan, color="#bbbbbb", alpha=0.4, label="interval contains 1: no measurable difference")
-    ax.axhline(1.0, color="black", lw=0.8, ls="--", label=f"baseline ({keys[base.cell_id]})")
+    ax.axhline(1.0, color="black", lw=0.8, ls="--", label=f"baseline ({clip(names[base.cell_id])})")
     label_bars(ax, rs, xs, cells, groups, centres)
     ax.set_ylabel("speedup (×, samples/s ÷ baseline)")
-    ax.set_xlabel("precision (top) · fusion (colour) · cell key (below; see the table under the figure)",
-                  fontsize=9)
+    ax.set_xlabel("precision (top) · fusion (colour) · cell (below)", fontsize=9)
     ax.set_title(f"Throughput speedup vs baseline — {rs.machine_label()}\n"
                  f"bar: all-repeat median; {whisker_text}" + ("; red: noisy cell" if noisy_any else ""),
                  fontsize=10)
@@ -117,7 +116,7 @@ def plot_memory(rs):
         raise Skip("the run recorded no peak-memory numbers")
     groups = precision_groups(rs, cells)
     xs, centres = bar_positions(groups)
-    fig, ax = plt.subplots(figsize=(max(7.0, 0.55 * len(cells) + 2.5), 4.8))
+    fig, ax = plt.subplots(figsize=(bar_figure_width(rs, cells), 4.8))
     bottom = np.zeros(len(cells))
     for i, k in enumerate(categories):
         values = np.nan_to_num(parts[k]) / MIB
@@ -127,8 +126,7 @@ def plot_memory(rs):
     hatch_fusion(ax, xs, cells, bottom)
     label_bars(ax, rs, xs, cells, groups, centres)
     ax.set_ylabel("peak memory (MiB)")
-    ax.set_xlabel("precision (top) · fusion on: dotted outline · cell key (below; see the table under the figure)",
-                  fontsize=9)
+    ax.set_xlabel("precision (top) · fusion on: dotted outline · cell (below)", fontsize=9)
     ax.set_title(f"Peak memory by category — {rs.machine_label()}\n"
                  "categories peak at different times, so their sum can exceed the total", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -164,7 +162,7 @@ def plot_convergence(rs):
     if not rows:
         raise Skip("no cell recorded a loss curve")
     base = rs.baseline()
-    keys = cell_keys(rs)
+    names = plot_names(rs)
     fig, axes = plt.subplots(len(rows), 2, figsize=(12, 2.9 * len(rows) + 0.8), squeeze=False)
     first_of_model, log_y = {}, {}
     for model in dict.fromkeys(m for m, _, _ in rows):
@@ -176,12 +174,11 @@ def plot_convergence(rs):
         else:
             first_of_model[model] = ax_step
         ax_wall.sharey(ax_step)
-        labels = cell_labels(rs, members)
         lines = []
         if base is not None and base.model_kind == model and base not in members:
-            lines.append((base, "#888888", ":", f"{keys[base.cell_id]}: reference, {short_label(rs, base)} (baseline)"))
+            lines.append((base, "#888888", ":", f"reference: {clip(names[base.cell_id])} (baseline)"))
         for i, cell in enumerate(members):
-            label = f"{keys[cell.cell_id]}: {clip(labels[cell.cell_id])}" + (" (baseline)" if cell is base else "")
+            label = clip(names[cell.cell_id]) + (" (baseline)" if cell is base else "")
             lines.append((cell, f"C{i}", "-", label))
         walls = 0
         for cell, colour, ls, label in lines:
@@ -262,21 +259,21 @@ def plot_checkpointing(rs):
 PLOTS = [
     ("speedup.png", "Throughput speedup", plot_speedup,
      "Samples per second relative to the baseline cell. Bars are grouped by precision (top axis), "
-     "coloured by fusion and named by cell key (table below). Whiskers are the speed-up's confidence "
+     "coloured by fusion and named by cell under each bar. Whiskers are the speed-up's confidence "
      "interval where the runner recorded one (older result sets: the slowest to the fastest repeat); a "
      "faded bar's interval contains 1, so it is no measurable difference from the baseline. Hatched bars "
      "run on an emulated code path on this device; red labels mark noisy cells. Cells of another model "
      "than the baseline's have no speed-up and are left out."),
     ("memory.png", "Peak memory", plot_memory,
-     "Peak bytes per category, bars named by cell key (table below); the black tick is the measured peak "
+     "Peak bytes per category, one bar per cell (named below it); the black tick is the measured peak "
      "of the whole process. Master "
      "weights, gradients and optimizer state scale with the parameter count; activations with batch size "
      "and depth (and shrink with checkpointing)."),
     (PLOT_NAME, "Eval-loss difference vs the baseline", plot_eval_loss_diff, PLOT_CAPTION),
     ("convergence.png", "Convergence", plot_convergence,
      "Training loss per optimizer step (left) and against wall-clock time (right), one row per model and "
-     "precision; rows of one model share the loss axis, another model gets its own. Legends start with the "
-     "cell key. The dotted grey line is the baseline cell for reference (in its model's rows only). A "
+     "precision; rows of one model share the loss axis, another model gets its own. Legends name "
+     "the cells. The dotted grey line is the baseline cell for reference (in its model's rows only). A "
      "mixed-precision run that tracks the reference on the left and sits left of it on the right converges "
      "just as well, faster."),
     ("loss_scale.png", "Loss scale", plot_loss_scale,

@@ -16,7 +16,13 @@ from mpbench.report.labels import cell_keys, display_order, percent, times
 
 SUMMARY_COLUMNS = ["key", "cell", "samples/s", "speedup", "step ms median", "p10", "p90", "GFLOP/s",
                    "% of ceiling", "peak memory", "final loss", "eval loss", "eval acc", "skipped steps"]
-STEP_CV_COLUMN = "step CV"       # after p90, when the runner measured step-time noise
+STEP_CV_COLUMN = "step CV"       # after p90, when the runner measured step-time noise: the robust CV
+# The one measure of a cell's step-time noise the report shows (the Cells table and the Noise section):
+# the runner's robust CV (1.4826 x MAD / median), the one its noisy flag tests. The plain CV
+# (stdev / mean) is swayed by a few slow steps, so a table showing it beside "no cell's step times were
+# flagged as noisy" read as a contradiction (issue 41); slow steps have their own rule and p90.
+STEP_CV_TEXT = ("step CV: the robust coefficient of variation of the cell's timed steps (1.4826 × MAD / median), "
+                "the measure the runner's noisy flag tests; a few slow steps show in p90 instead")
 # After "peak memory" (the allocator's peak), the other two figures of the
 # memory triple (docs/RESULTS.md), each when some cell recorded it.
 MEMORY_TRIPLE_COLUMNS = (("process peak", "process_peak_bytes"), ("device used peak", "device_used_peak_bytes"))
@@ -94,7 +100,7 @@ def summary_rows(rs):
             mr.format_number(c.summary_value("step_time_ms.median")),
             mr.format_number(c.summary_value("step_time_ms.p10")),
             mr.format_number(c.summary_value("step_time_ms.p90")),
-        ] + ([percent(noise.cv if noise else math.nan)] if with_cv else []) + [
+        ] + ([percent(noise.robust_cv if noise else math.nan)] if with_cv else []) + [
             mr.format_number(c.summary_value("gflops")),
             percent(c.summary_value("ceiling_fraction")),
         ] + ([mr.format_number(c.summary_value("samples_per_joule"))] if with_energy else []) + [
@@ -111,7 +117,12 @@ def summary_rows(rs):
 
 
 def summary_legend(rs):
-    """One sentence under the Cells table on how to read the speedup column."""
+    """How to read the Cells table: the speedup column, and the step CV where there is one."""
+    return speedup_legend(rs) + (f" {STEP_CV_TEXT}." if has_step_noise(rs) else "")
+
+
+def speedup_legend(rs):
+    """One sentence on how to read the speedup column."""
     intervals = [c.speedup_interval() for c in rs.cells if c.speedup_interval()]
     if intervals:
         iv = intervals[0]
@@ -120,9 +131,9 @@ def summary_legend(rs):
         return (f"speedup: samples/s over the baseline's, with its {how} in square brackets. "
                 "\"no measurable difference\": the interval contains 1, so this run cannot tell the cell from "
                 "the baseline." + (f" Interval method: {methods}." if methods else "")
-                + " The key names the cell in the figures.")
+                + " The key is a short row name; the figures name cells by their settings.")
     return ("speedup: samples/s over the baseline's, with the slowest–fastest repeat in round brackets. "
-            "The key names the cell in the figures.")
+            "The key is a short row name; the figures name cells by their settings.")
 
 
 def run_order_text(rs):

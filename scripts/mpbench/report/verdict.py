@@ -11,8 +11,8 @@ runner's (one statistics implementation, runner/measure/stats.h).
 """
 
 from mpbench import results as mr
-from mpbench.report.labels import cell_keys, display_order, times
-from mpbench.report.plot_base import Drawn, Skip, plt
+from mpbench.report.labels import cell_keys, clip, display_order, plot_names, times
+from mpbench.report.plot_base import Drawn, Skip, bar_figure_width, np, plt
 from mpbench.results.convergence import (context_free_comparison, convergence_of, eval_loss_differences,
                                          has_convergence, number, verdict_of)
 
@@ -152,9 +152,18 @@ def context_free_sentence(rs):
             f"repeats), is {where}.")
 
 
+def verdict_delta(conv):
+    """The margin δ the verdict tests the eval loss against (NaN when it judged another metric)."""
+    if conv.get("metric", "eval_loss") == "eval_loss":
+        return number(conv, "delta")
+    return number(conv, "time_to_target", "delta")
+
+
 def plot_eval_loss_diff(rs):
-    """One row per cell with a verdict: each seed's eval loss minus the baseline's at the
-    same step, with the margin ±δ shaded, so a reader sees which seeds leave the band."""
+    """One panel with the cells on its x axis: each seed's final eval loss minus the baseline's (dots),
+    the runner's mean paired difference and interval, and each cell's margin ±δ shaded; below it, when
+    the cells were evaluated more than once, each cell's mean difference over the eval steps. One panel
+    per cell spent a full-width row on a single dot where a cell is evaluated once (issue 41)."""
     if not has_convergence(rs):
         raise Skip(ABSENT)
     base = rs.baseline()
@@ -163,30 +172,103 @@ def plot_eval_loss_diff(rs):
     rows = [(c, d) for c, d in rows if d]
     if not rows:
         raise Skip(NO_BASELINE if not cells else "no cell has eval points paired by seed with the baseline's")
-    keys = cell_keys(rs)
-    fig, axes = plt.subplots(len(rows), 1, figsize=(9, 2.2 * len(rows) + 0.8), squeeze=False, sharex=True)
-    for (cell, diffs), (ax,) in zip(rows, axes):
-        conv = convergence_of(cell)
-        delta = number(conv, "delta") if conv.get("metric", "eval_loss") == "eval_loss" else number(
-            conv, "time_to_target", "delta")
-        if mr.finite(delta):
-            ax.axhspan(-delta, delta, color="#55A868", alpha=0.15, lw=0, label=f"margin ±δ = ±{delta:.3g}")
-            for y in (-delta, delta):
-                ax.axhline(y, color="#55A868", lw=0.8, ls="--")
-        ax.axhline(0, color="#888888", lw=0.8)
-        for i, (seed, steps, d) in enumerate(diffs):
-            ax.plot(steps, d, marker="o", ms=3, lw=1.2, color=f"C{i}", label=f"seed {seed}")
-        ax.set_title(f"{keys[cell.cell_id]}: {cell.cell_id} — {verdict_of(cell)}", fontsize=9)
-        ax.set_ylabel("eval loss − baseline", fontsize=8)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    axes[-1][0].set_xlabel("optimizer step (eval points)")
-    fig.suptitle(f"Eval-loss difference vs the baseline, per seed — {rs.machine_label()}", fontsize=11)
+    over_time = any(len(steps) > 1 for _, diffs in rows for _, steps, _ in diffs)
+    drawn = [c for c, _ in rows]
+    fig, axes = plt.subplots(1 + over_time, 1, figsize=(bar_figure_width(rs, drawn), 4.6 + 3.4 * over_time),
+                             squeeze=False, gridspec_kw={"height_ratios": [4.6, 3.4][:1 + over_time]})
+    draw_final_differences(axes[0][0], rs, rows)
+    if over_time:
+        draw_differences_over_steps(axes[1][0], rs, rows)
+    fig.suptitle(f"Eval-loss difference vs the baseline — {rs.machine_label()}", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))
-    return Drawn(fig, key_cells=[c.cell_id for c, _ in rows])
+    return Drawn(fig, key_cells=[c.cell_id for c in drawn])
 
 
-PLOT_CAPTION = ("Per cell with a verdict (one row each, titled with its key and verdict), each seed's eval loss "
-                "minus the baseline's at the same eval step; the green band is the margin ±δ the verdict tests "
-                "against. Points inside the band at the last step on every seed support `equivalent`; points "
-                "above it, `worse`. Cells without a baseline of the same model and data have no row.")
+def draw_final_differences(ax, rs, rows):
+    """Per cell (x axis): the margin band, each seed's last paired difference, and the runner's mean
+    paired difference with its interval (only where the verdict judged the eval loss)."""
+    names = plot_names(rs, stacked=True)
+    labelled = set()
+
+    def once(what):
+        """The legend text for the first mark of each kind, None (no entry) for the others."""
+        if what in labelled:
+            return None
+        labelled.add(what)
+        return what
+    for x, (cell, diffs) in enumerate(rows):
+        conv = convergence_of(cell)
+        delta = verdict_delta(conv)
+        if mr.finite(delta):
+            ax.fill_between([x - 0.4, x + 0.4], -delta, delta, color="#55A868", alpha=0.18, lw=0,
+                            label=once("margin ±δ (the cell's)"))
+        finals = [d[-1] for _, _, d in diffs if d and mr.finite(d[-1])]
+        offsets = np.linspace(-0.22, 0.22, len(finals)) if len(finals) > 1 else [0.0]
+        ax.scatter(x + np.asarray(offsets[:len(finals)]), finals, s=14, color="#4C72B0", zorder=3,
+                   label=once("a seed's final difference"))
+        mean, lo, hi = number(conv, "mean_diff"), number(conv, "ci", "lo"), number(conv, "ci", "hi")
+        if conv.get("metric", "eval_loss") == "eval_loss" and mr.finite(mean) and mr.finite(lo) and mr.finite(hi):
+            ax.errorbar(x + 0.32, mean, yerr=[[mean - lo], [hi - mean]], fmt="D", ms=4, color="black", capsize=3,
+                        label=once("mean paired difference, its interval (the verdict's)"))
+        ax.annotate(verdict_of(cell), (x, 1.0), xycoords=("data", "axes fraction"), xytext=(0, -12),
+                    textcoords="offset points", ha="center", fontsize=8)
+    ax.axhline(0, color="#888888", lw=0.8)
+    ax.set_xticks(range(len(rows)), [names[c.cell_id] for c, _ in rows], fontsize=8)
+    ax.set_xlim(-0.7, len(rows) - 0.3)
+    ax.margins(y=0.15)
+    ax.set_ylabel("final eval loss − baseline")
+    ax.set_title("At the last eval step, per seed (paired with the baseline's seed); the verdict above each cell",
+                 fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def draw_differences_over_steps(ax, rs, rows):
+    """One line per cell: the mean over seeds of its paired difference at each eval step; cells whose
+    lines would coincide share one line and one legend entry."""
+    names = plot_names(rs)
+    deltas = {verdict_delta(convergence_of(c)) for c, _ in rows}
+    if len(deltas) == 1 and mr.finite(next(iter(deltas))):
+        delta = next(iter(deltas))
+        ax.axhspan(-delta, delta, color="#55A868", alpha=0.12, lw=0, label=f"margin ±δ = ±{delta:.3g}")
+    series = []
+    for cell, diffs in rows:
+        by_step = {}
+        for _, steps, d in diffs:
+            for step, value in zip(steps, d):
+                if mr.finite(value):
+                    by_step.setdefault(step, []).append(value)
+        steps = sorted(by_step)
+        series.append((cell, steps, np.array([np.mean(by_step[s]) for s in steps])))
+    for i, (group, steps, means) in enumerate(coinciding_lines(series)):
+        label = "\n≈ ".join(clip(names[c.cell_id]) for c in group) + (" (lines coincide)" if len(group) > 1 else "")
+        ax.plot(steps, means, marker="o", ms=3, lw=1.2, color=f"C{i}", label=label)
+    ax.axhline(0, color="#888888", lw=0.8)
+    ax.set_xlabel("optimizer step (eval points)")
+    ax.set_ylabel("eval loss − baseline\n(mean over seeds)", fontsize=9)
+    ax.set_title("Over training: each cell's mean paired difference at every eval step", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def coinciding_lines(series, resolution=0.005):
+    """[(cells, steps, values)]: lines of `series` ([(cell, steps, values)]) that are everywhere within
+    `resolution` of the axis' span of each other drawn once, as they could not be told apart."""
+    values = np.concatenate([v for _, _, v in series] + [np.zeros(1)])
+    tolerance = resolution * max(float(np.ptp(values)), 1e-12)
+    groups = []
+    for cell, steps, v in series:
+        same = next((g for g in groups if g[1] == steps and np.all(np.abs(g[2] - v) <= tolerance)), None)
+        if same:
+            same[0].append(cell)
+        else:
+            groups.append(([cell], steps, v))
+    return groups
+
+
+PLOT_CAPTION = ("Top: one column per cell with a verdict (named below it, the verdict above it): each seed's "
+                "final eval loss minus the baseline's with the same seed (dots), the runner's mean paired "
+                "difference and its interval (black diamond, the interval the verdict tests), and the cell's "
+                "margin ±δ (green). An interval inside the band supports `equivalent`; one above it, `worse`. "
+                "Bottom, when the cells were evaluated more than once: each cell's mean difference over the "
+                "seeds at every eval step. Cells without a baseline of the same model and data are left out.")

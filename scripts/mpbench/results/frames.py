@@ -1,20 +1,21 @@
 """A result set as pandas DataFrames, and a long-form export dashboards read.
 
     from mpbench.results.frames import load, curves
-    cells = load("results/quickstart")        # one row per cell: summary.csv + machine columns
+    cells = load("results/quickstart")        # one row per cell: summary.csv, plus the experiment
     steps = curves("results/quickstart")      # long form: cell_id, repeat, seed, step, metric, value
 
     python3 -m mpbench.results.frames RESULTS_DIR --export scalars.csv   (or .jsonl)
 
-Why: summary.csv had no device, GPU, run id or commit column, so combining machines needed a
-join against manifest.json, and the curves lived only inside cells/*.json (issue 41). load()
-adds those columns from the manifest (the same on every row of one set, so sets of several
-machines concatenate with pd.concat); curves() flattens every per-step series of every repeat.
-The export is long-form CSV or JSON Lines (one scalar a line: cell, repeat, seed, step,
-metric, value, and the machine columns) because every dashboard and notebook reads it (pandas,
-Grafana's CSV/JSON sources, W&B tables, spreadsheets) with no extra dependency; a TensorBoard
-writer would need tensorboard itself, not available from Debian here. Loading goes through
-load_results, so a bad set raises ResultsError naming the file, as everywhere else.
+Why: combining machines must not need a join against manifest.json, and the curves lived only
+inside cells/*.json (issue 41). summary.csv carries each cell's device, device name, run id and
+commit (the runner writes them); load() adds the experiment, and fills those columns from the
+cell files and the manifest for a set of an older runner, so sets of several machines
+concatenate with pd.concat. curves() flattens every per-step series of every repeat, with the
+same columns. The export is long-form CSV or JSON Lines (one scalar a line: cell, repeat, seed,
+step, metric, value, and the machine columns) because every dashboard and notebook reads it
+(pandas, Grafana's CSV/JSON sources, W&B tables, spreadsheets) with no extra dependency; a
+TensorBoard writer would need tensorboard itself, not available from Debian here. Loading goes
+through load_results, so a bad set raises ResultsError naming the file, as everywhere else.
 """
 
 import argparse
@@ -26,39 +27,60 @@ import sys
 
 from mpbench import output as mo
 from mpbench.results.load import ResultsError, load_results
-from mpbench.results.resultset import machine_identity
 from mpbench.results.values import finite
 
-MACHINE_COLUMNS = ("experiment", "run_id", "device_kind", "device", "gpu", "commit")
+# summary.csv's last four columns (runner/results/results.cpp), each cell's own: a merged set's
+# cells ran on their shards' machines and builds.
+CELL_MACHINE_COLUMNS = ("device", "device_name", "run_id", "commit")
+MACHINE_COLUMNS = ("experiment", *CELL_MACHINE_COLUMNS)
 
 
-def machine_columns(rs):
-    """{column: value} naming the set's run and machine (docs/RESULTS.md, "Loading into pandas")."""
-    kind, name, gpu = machine_identity(rs.manifest)
-    git = rs.manifest.get("git") if isinstance(rs.manifest.get("git"), dict) else {}
-    commit = git.get("commit") or rs.manifest.get("git_commit") or ""
-    return dict(zip(MACHINE_COLUMNS, (rs.experiment, str(rs.manifest.get("run_id") or ""), kind, name, gpu,
-                                      str(commit))))
+def _text(value):
+    return value if isinstance(value, str) else ""
+
+
+def commits_by_run(manifest):
+    """{run id: commit}: the run's own, and each shard's of a merged set (manifest.shards)."""
+    runs = [manifest] + [s for s in manifest.get("shards") or [] if isinstance(s, dict)]
+    return {_text(r.get("run_id")): _text(r.get("git_commit")) for r in runs if _text(r.get("run_id"))}
+
+
+def cell_machines(rs):
+    """{cell id: {column: value}} for MACHINE_COLUMNS, from the cell files and the manifest: what the
+    runner writes into summary.csv, worked out again for a set of an older runner."""
+    commits = commits_by_run(rs.manifest)
+    out = {}
+    for cell in rs.cells:
+        run_id = _text(cell.data.get("run_id")) or _text(rs.manifest.get("run_id"))
+        out[cell.cell_id] = dict(experiment=rs.experiment, device=_text(cell.device.get("kind")),
+                                 device_name=_text(cell.device.get("name")), run_id=run_id,
+                                 commit=commits.get(run_id, ""))
+    return out
 
 
 def load(path):
     """One row per cell of the set at `path`: summary.csv's columns (the runner's, in its order),
-    cells in run order, then MACHINE_COLUMNS. Needs pandas."""
+    cells in run order, then the experiment; the machine columns filled from the cell files where
+    summary.csv has none (an older runner's). Needs pandas."""
     import pandas as pd
     rs = load_results(path)
-    frame = pd.read_csv(os.path.join(rs.path, "summary.csv"), dtype={"cell_id": str})
+    # Text columns as text: a commit such as "1234e567" would otherwise read as a number.
+    frame = pd.read_csv(os.path.join(rs.path, "summary.csv"), dtype={c: str for c in ("cell_id", "run_id", "commit")})
     order = {c.cell_id: i for i, c in enumerate(rs.cells)}
     frame = frame[frame["cell_id"].isin(order)].copy()
     frame = frame.sort_values("cell_id", key=lambda ids: ids.map(order)).reset_index(drop=True)
-    for column, value in machine_columns(rs).items():
-        frame[column] = value
+    machines = cell_machines(rs)
+    for column in MACHINE_COLUMNS:
+        if column not in frame.columns:
+            frame[column] = [machines[cid][column] for cid in frame["cell_id"]]
     return frame
 
 
 def scalar_rows(rs):
     """Every finite value of every per-step numeric series of every repeat, as dicts in long form."""
-    machine = machine_columns(rs)
+    machines = cell_machines(rs)
     for cell in rs.cells:
+        machine = machines[cell.cell_id]
         for repeat in cell.repeats:
             for metric, values in repeat.items():
                 if not isinstance(values, list) or not values or not all(
