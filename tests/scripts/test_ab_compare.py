@@ -4,7 +4,9 @@ runner (tests/e2e/test_ab_gate.py runs real builds). The paired t is checked
 against scipy's own one-sample t test, computed independently."""
 
 import math
+import os
 import sys
+import tempfile
 import unittest
 
 import numpy as np
@@ -70,6 +72,31 @@ class Arguments(unittest.TestCase):
     def test_missing_runner_is_exit_2(self):
         code = ab_compare.main(["x.yaml", "--base", "/nonexistent/runner", "--new", sys.executable])
         self.assertEqual(code, 2)
+
+    def test_a_directory_as_runner_is_exit_2(self):
+        # os.access(DIR, X_OK) is true for a directory: it used to reach subprocess (PermissionError).
+        with tempfile.TemporaryDirectory() as tmp:
+            self.assertEqual(ab_compare.main(["x.yaml", "--base", tmp, "--new", sys.executable]), 2)
+
+
+class DryRunListing(unittest.TestCase):
+    def test_cell_ids_keep_their_spaces_and_drop_the_notes(self):
+        # The listing as print_cells_with_cost writes it ("  %3zu  %6s  %9s  %s%s%s"), ids with a
+        # space and with notes after them.
+        rows = [(1, "<0:01", "6", "precision=fp32,data.path=my data/a b.txt", "  (baseline)"),
+                (2, "-", "-", "precision=amp_bf16,data.path=my data/a b.txt", "  (no estimate: why)"),
+                (10, "1:02", "3720", "precision=fp8,fusion=on", "")]
+        listing = ("x: 3 cell(s)\ntime estimate: none (no ceiling)\n" + f"  {'':>3}  {'h:mm':>6}  {'seconds':>9}  cell\n"
+                   + "".join(f"  {i:>3}  {hm:>6}  {sec:>9}  {cid}{note}\n" for i, hm, sec, cid, note in rows)
+                   + f"  {'':>3}  {'0:02':>6}  {'96':>9}  total (set-up, evaluation and ceiling measurements not included)\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = os.path.join(tmp, "runner")
+            with open(fake, "w") as f:
+                f.write(f"#!{sys.executable}\nimport sys\nsys.stdout.write({listing!r})\n")
+            os.chmod(fake, 0o755)
+            self.assertEqual(ab_compare.cell_ids(fake, "x.yaml", "cpu", None),
+                             ["precision=fp32,data.path=my data/a b.txt",
+                              "precision=amp_bf16,data.path=my data/a b.txt", "precision=fp8,fusion=on"])
 
 
 if __name__ == "__main__":

@@ -38,18 +38,24 @@ from mpbench import output as mo
 MIN_ROUNDS_TO_TEST = 3   # a t over 2 paired ratios has 1 degree of freedom: nothing is significant
 
 
+# A row of the runner's --dry-run listing (runner/commands/experiment_setup.cpp,
+# print_cells_with_cost: "  %3zu  %6s  %9s  %s"): number, h:mm, seconds, then the cell id
+# to the end of the line or to a "  (" note. The id is taken whole: it may hold spaces
+# (a data.path value), which splitting on whitespace cut.
+DRY_RUN_ROW = re.compile(r"^  +(\d+)  (.{6})  (.{9})  (?P<rest>.+)$")
+
+
 def cell_ids(runner, path, device, filter_expr):
     """The cells the experiment runs, in order, from the runner's --dry-run listing."""
     cmd = [runner, path, "--dry-run", "--device", device] + (["--filter", filter_expr] if filter_expr else [])
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
-    # Numbered lines list the cells; the id is the first field with "=" (the listing
-    # may put a time estimate before it).
     ids = []
     for line in proc.stdout.splitlines():
-        if re.match(r"\s+\d+\s", line):
-            ids += [field for field in line.split() if "=" in field][:1]
+        row = DRY_RUN_ROW.match(line)
+        if row:
+            ids.append(row.group("rest").split("  (")[0])
     return ids
 
 
@@ -161,7 +167,7 @@ def main(argv=None):
         print("error: --rounds must be at least 1", file=sys.stderr)
         return 2
     for role in ("base", "new"):
-        if not os.access(getattr(args, role), os.X_OK):
+        if not (os.path.isfile(getattr(args, role)) and os.access(getattr(args, role), os.X_OK)):
             print(f"error: --{role} {getattr(args, role)}: not an executable file", file=sys.stderr)
             return 2
     # Output paths before the rounds run: a refusal costs a second, not the runs.
