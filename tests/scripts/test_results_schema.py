@@ -65,6 +65,16 @@ class SchemaRules(unittest.TestCase):
         self.assertRefused(dict(ok, flops_per_step=10 ** 400), "field flops_per_step", "a float can hold")
         self.assertRefused(dict(ok, is_baseline="yes"), "field is_baseline", "true or false")
 
+    def test_issue_43_item_18_gaps(self):
+        # Accepted with exit 0 before: a number for finished, an axis value that is not text, no repeats.
+        ok = {"cell_id": "a", "summary": {}, "axes": {"fusion": "on"}, "repeats": [{"loss": [1.0]}]}
+        check_cell_fields(ok)
+        self.assertRefused(dict(ok, axes={"fusion": 3}), "field axes.fusion", "a string", "got int 3")
+        self.assertRefused(dict(ok, repeats=[]), "field repeats", "a non-empty list")
+        check_manifest_fields({"finished": None})   # a run still going, or stopped
+        check_manifest_fields({"finished": "2026-11-29T09:00:00Z"})
+        self.assertRefused({"finished": 5}, "field finished", "a string", check=check_manifest_fields)
+
     def test_manifest(self):
         check_manifest_fields({"experiment": "e", "cells": ["a"], "run_id": "r"})
         self.assertRefused({"cells": {"a": 1}}, "field cells", "a list", check=check_manifest_fields)
@@ -117,6 +127,12 @@ class ScriptsExit2(TempDirTest):
         os.unlink(path)
         os.mkdir(path)
         self.assert_both_refuse(results, path, "not a regular file")
+
+    def test_two_baselines_are_refused(self):
+        # Issue 43 item 18: every speed-up is against one baseline; a second one was read silently.
+        results = self.make_set("s")
+        path = edit_cell(results, CELL, set_field("is_baseline", True))
+        self.assert_both_refuse(results, path, "a second baseline", "one baseline")
 
     def test_cell_of_another_run_or_experiment(self):
         a, b = self.make_set("a"), self.make_set("b", run=1)   # another run of the same experiment

@@ -208,5 +208,11 @@ def load_results(path):
                                    f"{cell.cell_id!r}: this cell ran with another configuration than the rest of "
                                    "the set (rerun the runner with --resume: it moves stale cells to stale/)")
     _refuse_strangers(manifest_path, manifest, cells)
+    # Every speed-up and verdict is against the one baseline: two would make each
+    # reader pick one silently (the runner writes is_baseline on one cell only).
+    baselines = [c for c in cells if c.is_baseline]
+    if len(baselines) > 1:
+        raise ResultsError(baselines[1].path, f"a second baseline: is_baseline is true here and in "
+                           f"{baselines[0].path}; a result set has one baseline")
     cells.sort(key=_cell_order_key(manifest))
     return ResultSet(path=path, manifest=manifest, cells=cells)

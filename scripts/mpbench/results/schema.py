@@ -72,6 +72,20 @@ class ListOf:
                 self.item.check(f"{field}[{i}]", v)
 
 
+class NonEmptyListOf(ListOf):
+    """A ListOf with at least one item (a cell file's repeats: the runner writes a cell only
+    when a repeat has finished)."""
+
+    def __init__(self, item):
+        super().__init__(item)
+        self.name = f"a non-empty list of {getattr(item, 'name', 'objects')}"
+
+    def check(self, field, value):
+        super().check(field, value)
+        if not value:
+            raise FieldError(field, self.name, value)
+
+
 class MapOf:
     """An object whose every value is `item` (peak_memory_bytes: category -> bytes)."""
 
@@ -142,14 +156,14 @@ _SUMMARY = Fields(
 # Every field the scripts read, with its type; the runner's writer is runner/results/results.cpp.
 CELL_FIELDS = Fields(
     schema=STRING, experiment=STRING, run_id=STRING, cell_id=STRING, slug=STRING,
-    axes=OBJECT, is_baseline=BOOL,
+    axes=MapOf(STRING), is_baseline=BOOL,
     config=Fields(batch_size=MEASUREMENT, warmup_steps=MEASUREMENT, steps=MEASUREMENT, repeats=MEASUREMENT,
                   model=OBJECT, data=OBJECT, optimizer=OBJECT),
     config_hash=STRING,
     device=Fields(kind=STRING, name=STRING, emulated=ANY, gpu=OBJECT, ceiling_gflops=MEASUREMENT),
     precision=OBJECT, gemm_math=OBJECT, testing=OBJECT,
     flops_per_step=MEASUREMENT,
-    repeats=ListOf(_REPEAT),
+    repeats=NonEmptyListOf(_REPEAT),
     summary=_SUMMARY)
 
 
@@ -159,7 +173,7 @@ _LOAD_SAMPLE = Fields(loadavg=ListOf(MEASUREMENT), other_cpu_fraction=MEASUREMEN
 # The manifest's fields the scripts read (runner/results/manifest.cpp, run_experiment.cpp, merge.cpp write them).
 MANIFEST_FIELDS = Fields(
     schema=STRING, experiment=STRING, run_id=STRING, config_path=STRING, config_hash=STRING,
-    started=STRING, finished=ANY, mpbench_version=STRING, git_commit=STRING,
+    started=STRING, finished=STRING, mpbench_version=STRING, git_commit=STRING,
     machine=OBJECT, compiler=ANY, libraries=OBJECT,
     device=Fields(kind=STRING, name=STRING, gpu=OBJECT, cpu_kernels=OBJECT, ceiling_gflops=ANY),
     cells=ListOf(STRING), cell_config_hashes=MapOf(STRING),
