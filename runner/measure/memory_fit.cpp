@@ -49,6 +49,14 @@ std::optional<Need> shortfall(const MemoryEstimate& e, const Device& dev) {
   return std::nullopt;
 }
 
+// " (RLIMIT_AS (ulimit -v))" when host memory is short and a limit other than
+// MemAvailable set it (core/host_memory.h): the machine has more, this process may not.
+std::string host_limit_note(const Need& need) {
+  if (need.what != "the cpu device has" && need.what != "the host has") return "";
+  const HostMemory host = host_memory();
+  return host.available && host.limited_by != "MemAvailable" ? " (limited by " + host.limited_by + ")" : "";
+}
+
 // The model as build_model makes it on `dev` (train/cell_limits.h).
 bool is_cuda(const Device& dev) { return dev.info().kind == DeviceKind::Cuda; }
 
@@ -94,7 +102,8 @@ std::optional<ConfigError> memory_fit_error(const ExperimentConfig& exp, const s
     if (!need) continue;
     const std::string message = "cell '" + cell->id + "' needs an estimated " + bytes_text(need->bytes) + " (" +
                                 breakdown(e) + "), but " + need->what + " " + bytes_text(need->available) +
-                                " available; make it smaller, run it elsewhere, or leave it out with --filter";
+                                " available" + host_limit_note(*need) +
+                                "; make it smaller, run it elsewhere, or leave it out with --filter";
     const auto* key = culprit(*cell, dev);
     if (!key) return ConfigError(exp.path, 0, 0, "", message);
     return ConfigError(exp.path, key->second.line, key->second.col, key->second.path, message);
