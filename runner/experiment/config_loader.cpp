@@ -20,6 +20,7 @@
 
 #include "runner/experiment/config.h"
 #include "runner/experiment/config_limits.h"
+#include "runner/experiment/control_characters.h"
 #include "runner/experiment/convergence_settings.h"
 #include "runner/experiment/matrix.h"
 #include "runner/experiment/matrix_checks.h"
@@ -167,6 +168,7 @@ ExperimentConfig Loader::load(const std::string& text) {
                           std::to_string(kMaxFileBytes) + " bytes (1 MiB)");
   }
   const YAML::Node root = parse_yaml(text);
+  refuse_control_characters(root, file_);  // runner/experiment/control_characters.h: before any value is echoed
   if (root.IsNull()) {
     fail(start_of_file(), "", "the file is empty; expected a map with at least 'name'");
   }
