@@ -1,6 +1,8 @@
 // ExperimentRun's phases on the results directory: lock and sweep, the run's
 // id, the manifest, --resume's earlier progress, speed-ups, and the end.
 #include <cstdio>
+#include <set>
+#include <string>
 
 #include "runner/commands/experiment_run.h"
 #include "runner/io/atomic_file.h"
@@ -19,28 +21,40 @@ namespace mpb {
 PhaseResult ExperimentRun::prepare_result_dir() {
   const fs::path& dir = paths_.dir;
   lock_.emplace(dir);  // ResultDirBusy -> caller; held until the run object goes
-  for (const StaleMove& m : sweep_result_dir(dir, exp_.cells, cells_, opt_.resume ? EarlierResults::Keep
-                                                                                  : EarlierResults::Replace))
-    if (!opt_.quiet) std::fprintf(stderr, "runner: %s -> %s: %s\n", m.from.c_str(), m.to.c_str(), m.reason.c_str());
-  fs::create_directories(dir / "cells");
-  fs::create_directories(dir / "partial");
+  const EarlierResults earlier = opt_.resume ? EarlierResults::Keep : EarlierResults::Replace;
+  // What the sweep would move, then whether what stays is this run's: a run
+  // refused for a stranger moves and creates nothing (issue 43 item 2: it had
+  // swept the baseline's file to stale/ and made partial/ before refusing).
+  std::set<std::string> moved_away;  // relative to dir: what the sweep moves to stale/
+  for (const StaleMove& m : sweep_result_dir(dir, exp_.cells, cells_, earlier, SweepMode::Plan))
+    if (m.to.rfind("stale/", 0) == 0) moved_away.insert(m.from);
   // This run's id (runner/results/run_identity.h): the earlier manifest's while earlier
   // results stay beside this run's (--resume, or --filter keeping the other
-  // cells), else a new one. A file that stayed but belongs to another run or
+  // cells), else a new one. A file that stays but belongs to another run or
   // experiment (copied in by hand) is refused before anything is written.
   const std::string earlier_id = earlier_run_id();
   bool kept_results = false;
-  for (const char* sub : {"cells", "partial", "failed"})
-    if (fs::is_directory(dir / sub) && !fs::is_empty(dir / sub)) kept_results = true;
+  for (const char* sub : {"cells", "partial", "failed"}) {
+    std::error_code ec;
+    if (!fs::is_directory(fs::symlink_status(dir / sub, ec))) continue;
+    for (const auto& e : fs::directory_iterator(dir / sub, ec))
+      if (!moved_away.count(std::string(sub) + "/" + e.path().filename().string())) kept_results = true;
+  }
   run_id_ = kept_results && !earlier_id.empty() ? earlier_id : new_run_id();
   const std::vector<std::string> strangers =
-      stranger_files(dir, RunMembership{exp_.name, {run_id_}, earlier_id.empty()});
-  if (strangers.empty()) return std::nullopt;
-  for (const std::string& s : strangers) std::fprintf(stderr, "error: %s\n", s.c_str());
-  std::fprintf(stderr, "error: %zu result file(s) in %s are not this run's: move them away (a cell of another run "
-               "was measured against another baseline); nothing was written\n", strangers.size(),
-               dir.string().c_str());
-  return kExitBadInput;
+      stranger_files(dir, RunMembership{exp_.name, {run_id_}, earlier_id.empty()}, moved_away);
+  if (!strangers.empty()) {
+    for (const std::string& s : strangers) std::fprintf(stderr, "error: %s\n", s.c_str());
+    std::fprintf(stderr, "error: %zu result file(s) in %s are not this run's: move them away (a cell of another run "
+                 "was measured against another baseline); nothing was written\n", strangers.size(),
+                 dir.string().c_str());
+    return kExitBadInput;
+  }
+  for (const StaleMove& m : sweep_result_dir(dir, exp_.cells, cells_, earlier))
+    if (!opt_.quiet) std::fprintf(stderr, "runner: %s -> %s: %s\n", m.from.c_str(), m.to.c_str(), m.reason.c_str());
+  fs::create_directories(dir / "cells");
+  fs::create_directories(dir / "partial");
+  return std::nullopt;
 }
 
 // The run id of the manifest already in the directory; empty when there is

@@ -84,30 +84,58 @@ std::string entry_relative(const fs::path& p, const fs::path& dir) {
   return (fs::relative(p.parent_path(), dir) / p.filename()).lexically_normal().string();
 }
 
+using MoveFn = std::function<void(const fs::path&, const std::string&, const std::string&)>;
+
 // Every "*.tmp" entry at the set's top level (manifest.json.tmp, ...) and,
-// when it is not a regular file (a planted symlink, a FIFO, a directory), in
-// cells/, partial/ and failed/: judged by lstat, never opened or followed
-// (issue 43, item 1). Regular *.tmp files under those three are left to the
-// loop below, which reads them and says "an unfinished write".
-void sweep_tmp_entries(const fs::path& dir,
-                       const std::function<void(const fs::path&, const std::string&, const std::string&)>& move) {
+// when it is not a regular file (a planted symlink, a FIFO, a directory, a
+// symlink loop), every *.tmp and *.json entry in cells/, partial/ and failed/:
+// judged by lstat, never opened or followed (issue 43, items 1 and 14: a
+// directory at cells/<slug>.json let a run train and then fail to write its
+// result; a symlink loop there made --resume exit 1 with a raw error).
+// Regular *.tmp files under those three are left to the loop below, which
+// reads them and says "an unfinished write".
+void sweep_special_entries(const fs::path& dir, const MoveFn& move) {
   for (const std::string sub : {"", "cells", "partial", "failed"}) {
     const fs::path where = sub.empty() ? dir : dir / sub;
     if (!fs::is_directory(fs::symlink_status(where))) continue;
-    std::vector<fs::path> tmps;
-    for (const auto& e : fs::directory_iterator(where))
-      if (e.path().extension() == ".tmp" && (sub.empty() || !fs::is_regular_file(e.symlink_status())))
-        tmps.push_back(e.path());
-    std::sort(tmps.begin(), tmps.end());
-    for (const fs::path& t : tmps)
-      move(t, sub, "a leftover temporary entry (an unfinished write, or a link or special file; not followed)");
+    std::vector<fs::path> odd;
+    for (const auto& e : fs::directory_iterator(where)) {
+      const bool regular = fs::is_regular_file(e.symlink_status());
+      if (e.path().extension() == ".tmp" && (sub.empty() || !regular)) odd.push_back(e.path());
+      else if (e.path().extension() == ".json" && !sub.empty() && !regular) odd.push_back(e.path());
+    }
+    std::sort(odd.begin(), odd.end());
+    for (const fs::path& t : odd)
+      move(t, sub, t.extension() == ".tmp"
+                       ? "a leftover temporary entry (an unfinished write, or a link or special file; not followed)"
+                       : "not a regular file (a directory, link or special file; not followed)");
   }
+}
+
+// manifest.json when it is not a regular file, or does not parse as a JSON
+// object (issue 43 item 14: a garbage manifest was overwritten, and a
+// directory there failed the run after it trained). The run writes a new one.
+void sweep_manifest(const fs::path& dir, const MoveFn& move) {
+  const fs::path manifest = dir / "manifest.json";
+  const fs::file_status st = fs::symlink_status(manifest);
+  if (!fs::exists(st)) return;
+  if (!fs::is_regular_file(st)) {
+    move(manifest, "", "manifest.json is not a regular file (a directory, link or special file; not followed)");
+    return;
+  }
+  try {
+    if (nlohmann::json::parse(read_file(manifest.string())).is_object()) return;
+  } catch (const std::exception&) {
+  }
+  move(manifest, "", "manifest.json is not a manifest (not a JSON object); this run writes a new one");
 }
 
 }  // namespace
 
 std::vector<StaleMove> sweep_result_dir(const fs::path& dir, const std::vector<Cell>& cells,
-                                        const std::vector<const Cell*>& running, EarlierResults earlier) {
+                                        const std::vector<const Cell*>& running, EarlierResults earlier,
+                                        SweepMode mode) {
+  const bool plan = mode == SweepMode::Plan;
   struct Current {
     const Cell* cell;
     std::string hash;
@@ -118,22 +146,26 @@ std::vector<StaleMove> sweep_result_dir(const fs::path& dir, const std::vector<C
   for (const Cell* c : running) by_id.at(c->id).running = true;
 
   std::vector<StaleMove> moves;
+  std::set<fs::path> renamed_to;  // Plan: the names a rename would have made
   fs::path stale;  // made on the first move
   auto move_to_stale = [&](const fs::path& from, const std::string& sub, const std::string& reason) {
     if (stale.empty()) stale = new_stale_dir(dir);
-    fs::create_directories(stale / sub);
     const fs::path to = stale / sub / from.filename();
-    fs::rename(from, to);
+    if (!plan) {
+      fs::create_directories(stale / sub);
+      fs::rename(from, to);
+    }
     moves.push_back({entry_relative(from, dir), entry_relative(to, dir), reason});
   };
 
-  sweep_tmp_entries(dir, move_to_stale);
+  sweep_special_entries(dir, move_to_stale);
+  sweep_manifest(dir, move_to_stale);
   std::set<std::string> finished;  // ids whose cells/ file is the current cell's
   for (const std::string sub : {"cells", "partial", "failed"}) {
-    if (!fs::is_directory(dir / sub)) continue;
+    if (!fs::is_directory(fs::symlink_status(dir / sub))) continue;
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(dir / sub))
-      if (e.is_regular_file()) files.push_back(e.path());
+      if (fs::is_regular_file(e.symlink_status())) files.push_back(e.path());
     std::sort(files.begin(), files.end());
     for (const fs::path& f : files) {
       const std::optional<ResultFile> r = read_result_file(f);
@@ -166,17 +198,18 @@ std::vector<StaleMove> sweep_result_dir(const fs::path& dir, const std::vector<C
       const fs::path want = dir / sub / (cur.cell->slug + ".json");
       if (sub == "cells") finished.insert(r->cell_id);
       if (f == want) continue;
-      if (fs::exists(want)) {
+      if (fs::exists(want) || renamed_to.count(want)) {
         move_to_stale(f, sub, "a second file of cell '" + r->cell_id + "' (the cell's file is " +
                                   fs::relative(want, dir).string() + ")");
       } else {
-        fs::rename(f, want);
+        if (plan) renamed_to.insert(want);
+        else fs::rename(f, want);
         moves.push_back({fs::relative(f, dir).string(), fs::relative(want, dir).string(),
                          "renamed to the cell's current file name"});
       }
     }
   }
-  if (!stale.empty()) {
+  if (!stale.empty() && !plan) {
     std::string why;
     for (const StaleMove& m : moves) why += m.from + " -> " + m.to + ": " + m.reason + "\n";
     write_file_atomic((stale / "why.txt").string(), why);

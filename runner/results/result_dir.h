@@ -51,8 +51,17 @@ struct StaleMove {
 //    current (a kill between writing the one and removing the other): moved too;
 //  - a current cell's file under another name (a slug from an older
 //    runner): renamed to the cell's slug, or moved to stale/ if that exists.
+//  - an entry of cells/, partial/ or failed/ named *.json or *.tmp that is
+//    not a regular file (a directory, symlink, FIFO, a symlink loop), and
+//    manifest.json when it is not a regular file or not a JSON object: moved
+//    too, judged by lstat and never followed (the run writes its own).
 // Returns every move, in order; stale/<time>/why.txt lists them too.
+// SweepMode::Plan returns the same moves and changes nothing: the run checks
+// for strangers among what would stay before it moves anything (issue 43
+// item 2: a refused run had already swept the baseline's file to stale/).
+enum class SweepMode { Plan, Move };
 std::vector<StaleMove> sweep_result_dir(const std::filesystem::path& dir, const std::vector<Cell>& cells,
-                                        const std::vector<const Cell*>& running, EarlierResults earlier);
+                                        const std::vector<const Cell*>& running, EarlierResults earlier,
+                                        SweepMode mode = SweepMode::Move);
 
 }  // namespace mpb

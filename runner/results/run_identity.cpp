@@ -59,14 +59,17 @@ std::string stranger_reason(const nlohmann::json& file, const RunMembership& run
   return "run_id " + quoted(id) + ", this run's is " + ids_text(run.run_ids);
 }
 
-std::vector<std::string> stranger_files(const fs::path& dir, const RunMembership& run) {
+std::vector<std::string> stranger_files(const fs::path& dir, const RunMembership& run,
+                                        const std::set<std::string>& leaving) {
   std::vector<std::string> out;
   for (const char* sub : {"cells", "partial", "failed"}) {
     std::error_code ec;
-    if (!fs::is_directory(dir / sub, ec)) continue;
+    if (!fs::is_directory(fs::symlink_status(dir / sub, ec))) continue;
     std::vector<fs::path> files;
     for (const auto& entry : fs::directory_iterator(dir / sub, ec))
-      if (entry.path().extension() == ".json" && entry.is_regular_file(ec)) files.push_back(entry.path());
+      if (entry.path().extension() == ".json" && fs::is_regular_file(entry.symlink_status(ec)) &&
+          !leaving.count(std::string(sub) + "/" + entry.path().filename().string()))
+        files.push_back(entry.path());
     std::sort(files.begin(), files.end());
     for (const fs::path& path : files) {
       nlohmann::json j;

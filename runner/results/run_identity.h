@@ -13,6 +13,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,9 +42,12 @@ struct RunMembership {
 // The text says what differs, with both values.
 std::string stranger_reason(const nlohmann::json& file, const RunMembership& run);
 
-// Every *.json under dir/cells, dir/partial and dir/failed that parses and is a
-// stranger to `run`, as "PATH: reason". Unparseable files are not judged here
-// (sweep_result_dir moves them to stale/).
-std::vector<std::string> stranger_files(const std::filesystem::path& dir, const RunMembership& run);
+// Every *.json under dir/cells, dir/partial and dir/failed that is a regular
+// file (never followed: links and special files are sweep_result_dir's), parses
+// and is a stranger to `run`, as "PATH: reason". Unparseable files are not
+// judged here (sweep_result_dir moves them to stale/), nor those `leaving`
+// names ("cells/x.json", relative to dir: what the sweep will move away).
+std::vector<std::string> stranger_files(const std::filesystem::path& dir, const RunMembership& run,
+                                        const std::set<std::string>& leaving = {});
 
 }  // namespace mpb

@@ -115,6 +115,16 @@ def check_resume_and_scripts(fails, tmp, u, other, shard_cell):
         expect_refused(fails, f"report.py with {source} copied in", code, out, target, words[1])
         code, out = script("compare.py", u, u)
         expect_refused(fails, f"compare.py with {source} copied in", code, out, target, words[1])
+    # Issue 43 item 2: a fresh run of the baseline cell, refused for the stranger still in cells/,
+    # moves nothing: the baseline's file stays and stale/ gets no new entry.
+    stale = os.path.join(u, "stale")
+    stale_before = sorted(os.listdir(stale)) if os.path.isdir(stale) else []
+    code, out = run(RUNNER, yaml_path, "--out", os.path.dirname(u), "--filter", "fusion=off", "--quiet")
+    expect_refused(fails, "a fresh --filter fusion=off run with a stranger in cells/", code, out, target, "run_id")
+    stale_after = sorted(os.listdir(stale)) if os.path.isdir(stale) else []
+    if not os.path.exists(cell_file(u, "fusion=off")) or stale_after != stale_before:
+        fails.append(f"a refused run moved files: the baseline's file there {os.path.exists(cell_file(u, 'fusion=off'))}, "
+                     f"stale/ {stale_before} -> {stale_after}")
     shutil.move(keep, target)
 
     rid = load(os.path.join(u, "manifest.json"))["run_id"]

@@ -56,8 +56,8 @@ class ResultDirTest : public ::testing::Test {
   std::vector<std::string> stale_files() const {
     std::vector<std::string> out;
     if (!fs::exists(dir_ / "stale")) return out;
-    for (const auto& e : fs::recursive_directory_iterator(dir_ / "stale"))
-      if (e.is_regular_file()) out.push_back(fs::relative(e.path(), dir_).string());
+    for (const auto& e : fs::recursive_directory_iterator(dir_ / "stale"))  // links not followed: one may loop
+      if (fs::is_regular_file(e.symlink_status())) out.push_back(fs::relative(e.path(), dir_).string());
     std::sort(out.begin(), out.end());
     return out;
   }
@@ -91,6 +91,49 @@ TEST_F(ResultDirTest, EditedConfigUnknownCellsAndTmpFilesMoveToStaleWithReasons)
   EXPECT_NE(why.find("ran with another configuration"), std::string::npos) << why;
   EXPECT_NE(why.find("not in the experiment any more"), std::string::npos) << why;
   EXPECT_NE(why.find("unfinished write"), std::string::npos) << why;
+}
+
+// Issue 43, item 14: a directory or a symlink loop at cells/<slug>.json, and a
+// manifest.json that is a directory or garbage, move to stale/ before the run
+// (the directory failed the run after it trained; the loop made --resume exit
+// 1 with a raw error; the garbage manifest was overwritten).
+TEST_F(ResultDirTest, DirectoriesLoopsAndGarbageManifestsMoveToStale) {
+  fs::create_directories(dir_ / "cells" / (cells_[0].slug + ".json"));
+  fs::create_symlink(dir_ / "partial" / "loop.json", dir_ / "partial" / "loop.json");  // points at itself
+  { std::ofstream(dir_ / "manifest.json") << "garbage, not JSON"; }
+  const auto moves = sweep(EarlierResults::Keep, {&cells_[0], &cells_[1]});
+  ASSERT_EQ(moves.size(), 3u);
+  std::string reasons;
+  for (const auto& m : moves) reasons += m.from + ": " + m.reason + "\n";
+  EXPECT_NE(reasons.find("cells/" + cells_[0].slug + ".json: not a regular file"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("partial/loop.json: not a regular file"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("manifest.json: manifest.json is not a manifest"), std::string::npos) << reasons;
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir_ / "cells" / (cells_[0].slug + ".json"))));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir_ / "manifest.json")));
+  EXPECT_EQ(stale_files().size(), 2u) << "the garbage manifest and why.txt (the rest are a directory and a link)";
+  fs::create_directories(dir_ / "manifest.json");
+  const auto again = sweep(EarlierResults::Keep, {&cells_[0], &cells_[1]});
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_NE(again[0].reason.find("manifest.json is not a regular file"), std::string::npos) << again[0].reason;
+}
+
+// Issue 43, item 2: the plan of a sweep says what would move and changes nothing.
+TEST_F(ResultDirTest, APlannedSweepMovesNothing) {
+  const std::string running = current("cells", 0);
+  write("cells/gone.json", "fusion=maybe", "1111111111111111");
+  { std::ofstream(dir_ / "manifest.json") << "garbage"; }
+  const auto planned = sweep_result_dir(dir_, cells_, {&cells_[0]}, EarlierResults::Replace, SweepMode::Plan);
+  ASSERT_EQ(planned.size(), 3u);
+  EXPECT_TRUE(fs::exists(dir_ / running));
+  EXPECT_TRUE(fs::exists(dir_ / "cells" / "gone.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "manifest.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "stale"));
+  const auto done = sweep(EarlierResults::Replace, {&cells_[0]});
+  ASSERT_EQ(done.size(), planned.size());
+  for (size_t i = 0; i < done.size(); ++i) {
+    EXPECT_EQ(done[i].from, planned[i].from);
+    EXPECT_EQ(done[i].reason, planned[i].reason);
+  }
 }
 
 // Issue 43, item 1: a symlink planted as manifest.json.tmp or cells/y.json.tmp
