@@ -11,7 +11,10 @@ scaling and numerics histograms; every --set DIR) with one to
 three mutations of its cell files (a cell JSON, or now and then the manifest):
 a value replaced by another type, NaN, inf, 1e308, a negative or a huge number;
 a key or list item deleted; an object turned into a list and back; the text cut
-short; a number's text replaced by NaN/Infinity/1e999. Then, in this process
+short; a number's text replaced by NaN/Infinity/1e999; now and then the file
+replaced by a special entry (a FIFO, a directory, a symlink loop, a dangling
+symlink, a symlink to /dev/zero, a 2 GiB sparse file: issue 43 items 5, 6 and
+14), which the loader must refuse unread. Then, in this process
 (no interpreter start per input):
   compare.py M M                   exit 0 or 2 (identical sets never regress)
   compare.py P M, --generations P M  any exit code, but no traceback
@@ -31,6 +34,7 @@ import os
 import random
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -108,13 +112,44 @@ def mutate_text(rng, text):
     return text[:m.start()] + new + text[m.end():], f"number at byte {m.start()} -> {new[:12]}"
 
 
+SPECIAL_ENTRIES = ("FIFO", "directory", "symlink loop", "dangling symlink", "symlink to /dev/zero",
+                   "2 GiB sparse file")
+
+
+def make_special(rng, path):
+    """Replace the file at `path` by a special entry; returns what it became."""
+    kind = rng.choice(SPECIAL_ENTRIES)
+    os.unlink(path)
+    if kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "directory":
+        os.mkdir(path)
+    elif kind == "symlink loop":
+        os.symlink(os.path.basename(path), path)
+    elif kind == "dangling symlink":
+        os.symlink(os.path.basename(path) + ".missing", path)
+    elif kind == "symlink to /dev/zero":
+        os.symlink("/dev/zero", path)
+    else:
+        with open(path, "wb") as f:
+            f.truncate(2 << 30)               # sparse: no disk used
+    return f"replaced by a {kind}"
+
+
 def mutate_set(rng, result_dir):
-    """1 to 3 mutations of the set's cell files (the manifest one time in eight); returns descriptions."""
+    """1 to 3 mutations of the set's cell files (the manifest one time in eight; a special entry one
+    time in sixteen); returns descriptions."""
     cells_dir = os.path.join(result_dir, "cells")
     files = sorted(os.path.join(cells_dir, f) for f in os.listdir(cells_dir) if f.endswith(".json"))
-    done = []
+    done, special = [], set()
     for _ in range(rng.randint(1, 3)):
         path = os.path.join(result_dir, "manifest.json") if rng.random() < 0.125 else rng.choice(files)
+        if path in special:
+            continue                           # never opened here: a FIFO would block the fuzzer itself
+        if rng.random() < 1 / 16:
+            special.add(path)
+            done.append(f"{os.path.relpath(path, result_dir)}: {make_special(rng, path)}")
+            continue
         with open(path, encoding="utf-8") as f:
             text = f.read()
         if rng.random() < 0.2:
@@ -183,6 +218,23 @@ def pristine_sets(work, extra, runner):
     return sets + [os.path.abspath(d) for d in extra]
 
 
+def keep_copy(mutant, keep, what):
+    """A finding's input copied for the record: links as links; special entries and huge files
+    left out (a FIFO would block the copy, a sparse 2 GiB file fill the disk), what.txt says which."""
+    def left_out(directory, names):
+        skip = []
+        for name in names:
+            st = os.lstat(os.path.join(directory, name))
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)) \
+                    or (stat.S_ISREG(st.st_mode) and st.st_size > 256 << 20):
+                skip.append(name)
+        return skip
+    shutil.rmtree(keep, ignore_errors=True)
+    shutil.copytree(mutant, keep, symlinks=True, ignore=left_out)
+    with open(os.path.join(keep, "what.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(what) + "\n")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60, help="how long to fuzz (default 60)")
@@ -223,8 +275,7 @@ def main(argv=None):
             if problems:
                 findings += 1
                 keep = os.path.join(args.keep, f"results-{findings}")
-                shutil.rmtree(keep, ignore_errors=True)
-                shutil.copytree(mutant, keep)
+                keep_copy(mutant, keep, what)
                 print(f"FINDING {findings} (input {inputs}, kept in {keep}):\n  " + "\n  ".join(what))
                 for p in problems:
                     print("  " + p.replace("\n", "\n  "))
