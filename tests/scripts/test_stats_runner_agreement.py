@@ -3,7 +3,7 @@
 
 The built runner (MPB_RUNNER) runs a tiny CPU MLP experiment (two cells, three repeats)
 interleaved (paired t over rounds), sequential (Welch over repeats) and with one repeat
-(Welch over blocks of it); for every cell with an interval, mpbench.stats.speedup_interval
+(Welch over blocks of it); for every cell with an interval, speedup_reference.speedup_interval
 recomputes it from the per-repeat step times in the cell JSON (Cell.timed_steps, the
 runner's selection) and must match what the runner wrote: method, units, df, lo and hi.
 
@@ -26,7 +26,7 @@ import unittest
 from script_test_helpers import SOURCE_DIR  # noqa: F401  (puts scripts/ on sys.path)
 
 from mpbench import results as mr  # noqa: E402
-from mpbench.stats import speedup_interval  # noqa: E402
+from speedup_reference import speedup_interval  # noqa: E402
 from mpbench.tiny_experiment import run_on_cpu, write_mlp_experiment  # noqa: E402
 
 RUNNER = os.environ.get("MPB_RUNNER", os.path.join(SOURCE_DIR, "build", "runner"))
