@@ -130,6 +130,13 @@ void sweep_manifest(const fs::path& dir, const MoveFn& move) {
   move(manifest, "", "manifest.json is not a manifest (not a JSON object); this run writes a new one");
 }
 
+// stale/<time>/why.txt: every move, one line each.
+void write_why(const fs::path& stale, const std::vector<StaleMove>& moves) {
+  std::string why;
+  for (const StaleMove& m : moves) why += m.from + " -> " + m.to + ": " + m.reason + "\n";
+  write_file_atomic((stale / "why.txt").string(), why);
+}
+
 }  // namespace
 
 std::vector<StaleMove> sweep_result_dir(const fs::path& dir, const std::vector<Cell>& cells,
@@ -209,11 +216,7 @@ std::vector<StaleMove> sweep_result_dir(const fs::path& dir, const std::vector<C
       }
     }
   }
-  if (!stale.empty() && !plan) {
-    std::string why;
-    for (const StaleMove& m : moves) why += m.from + " -> " + m.to + ": " + m.reason + "\n";
-    write_file_atomic((stale / "why.txt").string(), why);
-  }
+  if (!stale.empty() && !plan) write_why(stale, moves);
   return moves;
 }
 
