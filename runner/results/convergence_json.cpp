@@ -150,23 +150,18 @@ void write_family(nlohmann::json& j, const ConvergenceVerdict& v) {
   j["reason"] = v.reason;
 }
 
-double number_or_nan(const nlohmann::json& j, const char* key) {
-  const nlohmann::json& x = j.value(key, nlohmann::json());
-  return x.is_number() ? x.get<double>() : NAN;
-}
-
 // What the rule reads, back from a cell's summary.convergence (a set merged
 // from shards has each cell's tests but not its shard's baseline).
 ConvergenceVerdict verdict_from_json(const nlohmann::json& j) {
   ConvergenceVerdict v;
   v.alpha = j.at("alpha").get<double>();
   v.n = j.at("n").get<int>();
-  v.margin.delta = number_or_nan(j, "delta");
-  v.p_lower = number_or_nan(j, "p_lower");
-  v.p_upper = number_or_nan(j, "p_upper");
-  v.p_worse = number_or_nan(j, "p_worse");
-  v.p_better = number_or_nan(j, "p_better");
-  v.p_divergence = number_or_nan(j, "p_divergence");
+  v.margin.delta = finite_or_nan(j.value("delta", nlohmann::json()));
+  v.p_lower = finite_or_nan(j.value("p_lower", nlohmann::json()));
+  v.p_upper = finite_or_nan(j.value("p_upper", nlohmann::json()));
+  v.p_worse = finite_or_nan(j.value("p_worse", nlohmann::json()));
+  v.p_better = finite_or_nan(j.value("p_better", nlohmann::json()));
+  v.p_divergence = finite_or_nan(j.value("p_divergence", nlohmann::json()));
   if (j.at("seeds_needed").is_number()) v.seeds_needed = j.at("seeds_needed").get<int>();
   const nlohmann::json& st = j.at("stability");
   v.seeds = st.at("seeds").get<int64_t>();
